@@ -1,0 +1,240 @@
+//! Reseller accounts: creation, standing, the panel password and panel sessions.
+
+use std::sync::OnceLock;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use rand::rngs::OsRng;
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::domain::{ClientId, Password, Secret, SecretKind};
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::wire::{ResellerAccount, Session};
+
+/// How long a panel session lasts.
+pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 60 * 60;
+
+/// An account as the operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResellerSummary {
+    pub client_id: String,
+    pub name: String,
+    pub standing: String,
+    pub active_api_keys: i64,
+    pub created_utc: i64,
+}
+
+/// Good standing or suspended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Good,
+    Suspended,
+}
+
+impl Standing {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Good => "good",
+            Self::Suspended => "suspended",
+        }
+    }
+}
+
+/// Argon2id with the crate's defaults, off the async executor.
+async fn hash_password(password: Password) -> Result<String> {
+    tokio::task::spawn_blocking(move || {
+        let salt = SaltString::generate(&mut OsRng);
+        Argon2::default()
+            .hash_password(password.expose().as_bytes(), &salt)
+            .map(|h| h.to_string())
+            .map_err(|_| Error::Internal("password hashing failed".to_owned()))
+    })
+    .await
+    .map_err(|_| Error::Internal("password hashing task failed".to_owned()))?
+}
+
+/// Verifies off the executor. An unknown account is checked against a fixed dummy hash, so
+/// that it costs the same time as a wrong password.
+async fn verify_password(password: Password, stored: Option<String>) -> Result<bool> {
+    tokio::task::spawn_blocking(move || {
+        static DUMMY: OnceLock<String> = OnceLock::new();
+        let dummy = DUMMY.get_or_init(|| {
+            let salt = SaltString::generate(&mut OsRng);
+            Argon2::default()
+                .hash_password(b"dummy password for timing", &salt)
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        });
+        let known = stored.is_some();
+        let encoded = stored.unwrap_or_else(|| dummy.clone());
+        let Ok(parsed) = PasswordHash::new(&encoded) else { return false };
+        let ok = Argon2::default().verify_password(password.expose().as_bytes(), &parsed).is_ok();
+        ok && known
+    })
+    .await
+    .map_err(|_| Error::Internal("password verification task failed".to_owned()))
+}
+
+/// Creates a reseller account with its panel password; returns the new client id.
+pub async fn create_reseller(store: &Store, name: &str, password: Password) -> Result<ClientId> {
+    if name.trim().is_empty() || name.chars().count() > 200 {
+        return Err(crate::domain::InvalidField::new("name", "must be 1-200 characters").into());
+    }
+    let password_hash = hash_password(password).await?;
+    let client_id = ClientId::generate();
+    sqlx::query(
+        "INSERT INTO accounts (client_id, name, password_hash, standing, created_utc) \
+         VALUES ($1, $2, $3, 'good', $4)",
+    )
+    .bind(client_id.as_str())
+    .bind(name)
+    .bind(password_hash)
+    .bind(store.now_utc())
+    .execute(store.pool())
+    .await?;
+    tracing::info!(client_id = %client_id, "reseller account created");
+    Ok(client_id)
+}
+
+const SUMMARY_SQL: &str = "SELECT a.client_id, a.name, a.standing, a.created_utc, \
+     (SELECT COUNT(*) FROM api_keys k WHERE k.account_id = a.id AND k.status = 'active') AS active_keys \
+     FROM accounts a";
+
+fn summary_from_row(row: &sqlx::any::AnyRow) -> Result<ResellerSummary> {
+    Ok(ResellerSummary {
+        client_id: row.try_get("client_id")?,
+        name: row.try_get("name")?,
+        standing: row.try_get("standing")?,
+        active_api_keys: row.try_get("active_keys")?,
+        created_utc: row.try_get("created_utc")?,
+    })
+}
+
+pub async fn list_resellers(store: &Store) -> Result<Vec<ResellerSummary>> {
+    let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} ORDER BY a.created_utc, a.id"));
+    let rows = sqlx::query(sql).fetch_all(store.pool()).await?;
+    rows.iter().map(summary_from_row).collect()
+}
+
+pub async fn show_reseller(store: &Store, client_id: &ClientId) -> Result<ResellerSummary> {
+    let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} WHERE a.client_id = $1"));
+    let row = sqlx::query(sql)
+        .bind(client_id.as_str())
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::NotFound("reseller"))?;
+    summary_from_row(&row)
+}
+
+/// Suspends or reinstates an account; acts on the very next request, on every replica.
+pub async fn set_standing(store: &Store, client_id: &ClientId, standing: Standing) -> Result<()> {
+    let result = sqlx::query("UPDATE accounts SET standing = $1 WHERE client_id = $2")
+        .bind(standing.as_str())
+        .bind(client_id.as_str())
+        .execute(store.pool())
+        .await?;
+    if result.rows_affected() == 0 {
+        return Err(Error::NotFound("reseller"));
+    }
+    tracing::info!(client_id = %client_id, standing = standing.as_str(), "account standing changed");
+    Ok(())
+}
+
+/// Replaces the panel password and ends every panel session of the account.
+pub async fn set_password(store: &Store, client_id: &ClientId, password: Password) -> Result<()> {
+    let password_hash = hash_password(password).await?;
+    let mut tx = store.begin_write().await?;
+    let account_id: i64 = sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound("reseller"))?;
+    sqlx::query("UPDATE accounts SET password_hash = $1 WHERE id = $2")
+        .bind(password_hash)
+        .bind(account_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM panel_sessions WHERE account_id = $1")
+        .bind(account_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Logs in to the panel. Unknown id, wrong password and suspended account are all
+/// [`Error::Unauthorized`], at the same cost.
+pub async fn create_session(store: &Store, client_id: &str, password: Password) -> Result<Session> {
+    let row = sqlx::query("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
+        .bind(client_id)
+        .fetch_optional(store.pool())
+        .await?;
+    let (account_id, stored, good) = match &row {
+        Some(row) => (
+            row.try_get::<i64, _>("id")?,
+            Some(row.try_get::<String, _>("password_hash")?),
+            row.try_get::<String, _>("standing")? == "good",
+        ),
+        None => (0, None, false),
+    };
+    if !verify_password(password, stored).await? || !good {
+        return Err(Error::Unauthorized);
+    }
+    let token = Secret::generate(SecretKind::PanelSession);
+    let now = store.now_utc();
+    let expires_utc = now + SESSION_LIFETIME_SECONDS;
+    sqlx::query(
+        "INSERT INTO panel_sessions (token_hash, account_id, created_utc, expires_utc) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(token.hash())
+    .bind(account_id)
+    .bind(now)
+    .bind(expires_utc)
+    .execute(store.pool())
+    .await?;
+    Ok(Session { session_token: token.expose().to_owned(), expires_utc })
+}
+
+/// An account authenticated by a panel session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelAccount {
+    pub account_id: i64,
+    pub client_id: ClientId,
+}
+
+/// Checks a panel session token: unexpired, and the account in good standing.
+pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<PanelAccount> {
+    if !token.has_shape(SecretKind::PanelSession) {
+        return Err(Error::Unauthorized);
+    }
+    let row = sqlx::query(
+        "SELECT a.id, a.client_id FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
+         WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good'",
+    )
+    .bind(token.hash())
+    .bind(store.now_utc())
+    .fetch_optional(store.pool())
+    .await?
+    .ok_or(Error::Unauthorized)?;
+    let client_id: String = row.try_get("client_id")?;
+    Ok(PanelAccount {
+        account_id: row.try_get("id")?,
+        client_id: ClientId::parse("clientId", &client_id)?,
+    })
+}
+
+/// `GET /v1/billing/resellers/me`.
+pub async fn account_profile(store: &Store, account_id: i64) -> Result<ResellerAccount> {
+    let row = sqlx::query("SELECT client_id, name, standing FROM accounts WHERE id = $1")
+        .bind(account_id)
+        .fetch_one(store.pool())
+        .await?;
+    Ok(ResellerAccount {
+        client_id: row.try_get("client_id")?,
+        name: row.try_get("name")?,
+        standing: row.try_get("standing")?,
+    })
+}

@@ -1,0 +1,89 @@
+//! The library's one error type. The server maps each variant to its status and code once.
+
+use crate::domain::InvalidField;
+use crate::wire::ErrorCode;
+
+/// What a billing operation can answer besides success.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request value failed to parse; nothing was changed.
+    #[error("invalid {}: {}", .0.field, .0.message)]
+    Validation(#[from] InvalidField),
+    /// Credentials were missing, wrong, revoked or the account is suspended. Deliberately
+    /// carries no reason: every rejection must look the same.
+    #[error("unauthorized")]
+    Unauthorized,
+    /// The balance is below the cost; nothing was consumed.
+    #[error("insufficient quota")]
+    InsufficientQuota,
+    #[error("unknown plan")]
+    UnknownPlan,
+    #[error("unknown login")]
+    UnknownLogin,
+    #[error("idempotency key reused for a different request")]
+    IdempotencyKeyReused,
+    #[error("a request with this idempotency key is in progress")]
+    RequestInProgress,
+    #[error("five API keys are already active")]
+    ApiKeyLimitReached,
+    #[error("API key not found")]
+    ApiKeyNotFound,
+    /// An operator command named something that does not exist.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// An operator command would create something that exists already.
+    #[error("{0} already exists")]
+    AlreadyExists(&'static str),
+    /// The database could not be reached; the outcome of a write is unknown.
+    #[error("database unavailable")]
+    Unavailable(#[source] sqlx::Error),
+    /// Anything else; the outcome of a write is unknown.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The API error code this maps to; `None` for the empty 401 and operator-only errors
+    /// (which the server never produces).
+    pub fn code(&self) -> Option<ErrorCode> {
+        Some(match self {
+            Self::Validation(_) => ErrorCode::ValidationFailed,
+            Self::Unauthorized => return None,
+            Self::InsufficientQuota => ErrorCode::InsufficientQuota,
+            Self::UnknownPlan => ErrorCode::UnknownPlan,
+            Self::UnknownLogin => ErrorCode::UnknownLogin,
+            Self::IdempotencyKeyReused => ErrorCode::IdempotencyKeyReused,
+            Self::RequestInProgress => ErrorCode::RequestInProgress,
+            Self::ApiKeyLimitReached => ErrorCode::ApiKeyLimitReached,
+            Self::ApiKeyNotFound => ErrorCode::ApiKeyNotFound,
+            Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
+            Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
+                ErrorCode::InternalError
+            }
+        })
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => Self::Unavailable(err),
+            sqlx::Error::Database(ref db)
+                if db.code().is_some_and(|c| {
+                    // PostgreSQL: connection exceptions, shutdown, too many connections.
+                    c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03" || c == "53300"
+                }) =>
+            {
+                Self::Unavailable(err)
+            }
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Shorthand for library results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

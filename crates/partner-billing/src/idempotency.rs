@@ -1,0 +1,143 @@
+//! Idempotency of partner writes (DESIGN §8).
+//!
+//! A key is scoped to the account (it survives key rotation) and shared by both partner write
+//! endpoints. The first success stores its status and body in the same transaction as its
+//! charge; a retry with the same request replays that body and charges nothing, a retry with a
+//! different request is refused, and a retry while the first still runs is `RequestInProgress`.
+//! Outcomes that consumed nothing are not stored, so a retry runs again.
+
+use sqlx::Row;
+
+use crate::domain::{IdempotencyKey, sha256_hex};
+use crate::error::{Error, Result};
+use crate::store::{Backend, InFlightGuard, Store, Tx};
+
+/// The outcome of a partner write, and whether it was replayed from an earlier success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome<T> {
+    pub value: T,
+    pub replayed: bool,
+}
+
+/// What a request is, for telling "the same request again" from "another request".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    operation: &'static str,
+    digest: String,
+}
+
+impl Fingerprint {
+    /// The operation name and its canonical fields, each length-prefixed so that no two
+    /// different requests share a fingerprint.
+    pub fn new(operation: &'static str, fields: &[&str]) -> Self {
+        let mut canonical = String::from(operation);
+        for field in fields {
+            canonical.push_str(&format!("|{}:{}", field.len(), field));
+        }
+        Self { operation, digest: sha256_hex(canonical.as_bytes()) }
+    }
+}
+
+/// Holds the key for this request: in this process (a map of keys in flight) and, on
+/// PostgreSQL, across replicas (a transaction-scoped advisory lock taken in [`begin`]).
+pub(crate) struct Claim {
+    _in_flight: InFlightGuard,
+}
+
+/// Claims the key in this process, or answers `RequestInProgress`.
+pub(crate) fn claim(store: &Store, account_id: i64, key: &IdempotencyKey) -> Result<Claim> {
+    Ok(Claim { _in_flight: store.claim_in_flight(account_id, key.as_str())? })
+}
+
+/// Begins the write transaction of a keyed request and looks for an earlier outcome.
+/// Returns the open transaction, or the stored body when this is a replay.
+pub(crate) async fn begin(
+    store: &Store,
+    _claim: &Claim,
+    account_id: i64,
+    key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
+) -> Result<Begun> {
+    let mut tx = store.begin_write().await?;
+    if store.backend() == Backend::Postgres {
+        let locked: bool = sqlx::query_scalar(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
+        )
+        .bind(format!("{account_id}:{}", key.as_str()))
+        .fetch_one(&mut *tx)
+        .await?;
+        if !locked {
+            return Err(Error::RequestInProgress);
+        }
+    }
+    let row = sqlx::query(
+        "SELECT operation, fingerprint, response_body FROM idempotency_records \
+         WHERE account_id = $1 AND idempotency_key = $2",
+    )
+    .bind(account_id)
+    .bind(key.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
+    match row {
+        None => Ok(Begun::Fresh(tx)),
+        Some(row) => {
+            let operation: String = row.try_get("operation")?;
+            let digest: String = row.try_get("fingerprint")?;
+            if operation != fingerprint.operation || digest != fingerprint.digest {
+                return Err(Error::IdempotencyKeyReused);
+            }
+            Ok(Begun::Replay(row.try_get("response_body")?))
+        }
+    }
+}
+
+/// What [`begin`] found.
+pub(crate) enum Begun {
+    /// No earlier outcome: do the work in this transaction.
+    Fresh(Tx),
+    /// The stored response body of the earlier success.
+    Replay(String),
+}
+
+/// Stores the outcome of a success inside its transaction.
+pub(crate) async fn record(
+    tx: &mut Tx,
+    account_id: i64,
+    key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
+    response_body: &str,
+    now_utc: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO idempotency_records \
+         (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+         VALUES ($1, $2, $3, $4, 200, $5, $6)",
+    )
+    .bind(account_id)
+    .bind(key.as_str())
+    .bind(fingerprint.operation)
+    .bind(fingerprint.digest.as_str())
+    .bind(response_body)
+    .bind(now_utc)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| {
+        // Only reachable if another writer slipped past both locks: treat as in progress.
+        if crate::store::is_unique_violation(&e) { Error::RequestInProgress } else { e.into() }
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_separate_fields() {
+        let a = Fingerprint::new("license", &["ab", "c"]);
+        let b = Fingerprint::new("license", &["a", "bc"]);
+        assert_ne!(a, b);
+        assert_eq!(a, Fingerprint::new("license", &["ab", "c"]));
+        assert_ne!(a, Fingerprint::new("promo_batch", &["ab", "c"]));
+    }
+}

@@ -1,0 +1,186 @@
+//! API keys: create (at most five active), list, revoke, and verify credentials.
+
+use sqlx::Row;
+use subtle::ConstantTimeEq;
+
+use crate::domain::{ApiKeyId, ClientId, Secret, SecretKind, parse_key_name};
+use crate::error::{Error, Result};
+use crate::store::{Backend, Store};
+use crate::wire::{ApiKeyInfo, ApiKeyList, CreatedApiKey};
+
+/// At most this many keys may be active under one client id.
+pub const MAX_ACTIVE_KEYS: i64 = 5;
+
+/// `lastUsedUtc` is written at most this often per key.
+pub const LAST_USED_GRANULARITY_SECONDS: i64 = 60;
+
+/// Creates a key; its secret is in the result and nowhere else. The cap is checked and the key
+/// inserted in one write transaction that holds the account's lock, so concurrent creations
+/// cannot pass five.
+pub async fn create_api_key(
+    store: &Store,
+    account_id: i64,
+    name: Option<&str>,
+) -> Result<CreatedApiKey> {
+    let name = parse_key_name(name)?;
+    let secret = Secret::generate(SecretKind::ApiKey);
+    let api_key_id = ApiKeyId::generate();
+    let now = store.now_utc();
+
+    let mut tx = store.begin_write().await?;
+    let lock_sql = match store.backend() {
+        // SQLite's BEGIN IMMEDIATE already serialises writers.
+        Backend::Sqlite => "SELECT client_id FROM accounts WHERE id = $1",
+        Backend::Postgres => "SELECT client_id FROM accounts WHERE id = $1 FOR UPDATE",
+    };
+    let client_id: String = sqlx::query_scalar(lock_sql)
+        .bind(account_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    let active: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM api_keys WHERE account_id = $1 AND status = 'active'",
+    )
+    .bind(account_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    if active >= MAX_ACTIVE_KEYS {
+        return Err(Error::ApiKeyLimitReached);
+    }
+    sqlx::query(
+        "INSERT INTO api_keys (api_key_id, account_id, name, secret_hash, status, created_utc) \
+         VALUES ($1, $2, $3, $4, 'active', $5)",
+    )
+    .bind(api_key_id.as_str())
+    .bind(account_id)
+    .bind(name.as_deref())
+    .bind(secret.hash())
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    tracing::info!(client_id = %client_id, api_key_id = %api_key_id, "API key created");
+    Ok(CreatedApiKey {
+        api_key_id: api_key_id.to_string(),
+        client_id,
+        secret: secret.expose().to_owned(),
+        name,
+        created_utc: now,
+    })
+}
+
+/// Every key of the account, oldest first.
+pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList> {
+    let rows = sqlx::query(
+        "SELECT api_key_id, name, status, created_utc, last_used_utc, revoked_utc \
+         FROM api_keys WHERE account_id = $1 ORDER BY created_utc, id",
+    )
+    .bind(account_id)
+    .fetch_all(store.pool())
+    .await?;
+    let api_keys = rows
+        .iter()
+        .map(|row| {
+            Ok(ApiKeyInfo {
+                api_key_id: row.try_get("api_key_id")?,
+                name: row.try_get("name")?,
+                status: row.try_get("status")?,
+                created_utc: row.try_get("created_utc")?,
+                last_used_utc: row.try_get("last_used_utc")?,
+                revoked_utc: row.try_get("revoked_utc")?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(ApiKeyList { api_keys })
+}
+
+/// Revokes a key of this account; revoking a revoked key again succeeds. A key of another
+/// account is [`Error::ApiKeyNotFound`], exactly like an unknown one.
+pub async fn revoke_api_key(store: &Store, account_id: i64, api_key_id: &str) -> Result<()> {
+    let now = store.now_utc();
+    let result = sqlx::query(
+        "UPDATE api_keys SET status = 'revoked', revoked_utc = COALESCE(revoked_utc, $1) \
+         WHERE api_key_id = $2 AND account_id = $3",
+    )
+    .bind(now)
+    .bind(api_key_id)
+    .bind(account_id)
+    .execute(store.pool())
+    .await?;
+    if result.rows_affected() == 0 {
+        return Err(Error::ApiKeyNotFound);
+    }
+    tracing::info!(api_key_id = %api_key_id, "API key revoked");
+    Ok(())
+}
+
+/// An account authenticated by an API key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartnerAccount {
+    pub account_id: i64,
+    pub client_id: ClientId,
+    pub api_key_id: ApiKeyId,
+}
+
+/// Verifies a client id and secret against the database, on every request: revocation and
+/// suspension act on the very next one. One indexed lookup by the secret's hash, whatever is
+/// wrong, so every rejection costs about the same.
+pub async fn authenticate_api_key(
+    store: &Store,
+    client_id: &str,
+    secret: &Secret,
+) -> Result<PartnerAccount> {
+    let row = sqlx::query(
+        "SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id \
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id \
+         WHERE k.secret_hash = $1 AND k.status = 'active' AND a.standing = 'good'",
+    )
+    .bind(secret.hash())
+    .fetch_optional(store.pool())
+    .await?;
+    let Some(row) = row else { return Err(Error::Unauthorized) };
+    let owner: String = row.try_get("client_id")?;
+    if !bool::from(owner.as_bytes().ct_eq(client_id.as_bytes())) {
+        return Err(Error::Unauthorized);
+    }
+    let key_row: i64 = row.try_get("key_row")?;
+    let last_used: Option<i64> = row.try_get("last_used_utc")?;
+    let now = store.now_utc();
+    if last_used.is_none_or(|t| now - t >= LAST_USED_GRANULARITY_SECONDS) {
+        sqlx::query(
+            "UPDATE api_keys SET last_used_utc = $1 WHERE id = $2 \
+             AND (last_used_utc IS NULL OR last_used_utc <= $3)",
+        )
+        .bind(now)
+        .bind(key_row)
+        .bind(now - LAST_USED_GRANULARITY_SECONDS)
+        .execute(store.pool())
+        .await?;
+    }
+    let api_key_id: String = row.try_get("api_key_id")?;
+    Ok(PartnerAccount {
+        account_id: row.try_get("account_id")?,
+        client_id: ClientId::parse("clientId", &owner)?,
+        api_key_id: ApiKeyId::parse("apiKeyId", &api_key_id)?,
+    })
+}
+
+/// The operator's view: every key of an account, by client id.
+pub async fn list_api_keys_for(store: &Store, client_id: &ClientId) -> Result<ApiKeyList> {
+    let account_id = account_id_of(store, client_id).await?;
+    list_api_keys(store, account_id).await
+}
+
+/// The operator's revoke, by client id.
+pub async fn revoke_api_key_for(store: &Store, client_id: &ClientId, api_key_id: &str) -> Result<()> {
+    let account_id = account_id_of(store, client_id).await?;
+    revoke_api_key(store, account_id, api_key_id).await
+}
+
+pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
+    let row = sqlx::query("SELECT id FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::NotFound("reseller"))?;
+    Ok(row.try_get("id")?)
+}

@@ -1,0 +1,32 @@
+//! Partner Billing core: resellers hold prepaid quota per product and spend it on licenses and
+//! promo codes through API keys.
+//!
+//! Without feature `db` only [`wire`] and [`domain`] compile: the shapes of the HTTP API and
+//! the parsed values, which the SDK shares. With `db` (the default) come the operations, as
+//! typed async functions over a [`store::Store`] on SQLite or PostgreSQL.
+#![forbid(unsafe_code)]
+
+pub mod domain;
+pub mod wire;
+
+#[cfg(feature = "db")]
+pub mod accounts;
+#[cfg(feature = "db")]
+pub mod clock;
+#[cfg(feature = "db")]
+pub mod error;
+#[cfg(feature = "db")]
+pub mod idempotency;
+#[cfg(feature = "db")]
+pub mod keys;
+#[cfg(feature = "db")]
+pub mod licenses;
+#[cfg(feature = "db")]
+pub mod plans;
+#[cfg(feature = "db")]
+pub mod quota;
+#[cfg(feature = "db")]
+pub mod store;
+
+#[cfg(feature = "db")]
+pub use error::{Error, Result};

@@ -1,0 +1,98 @@
+//! Direct license issue: one unit of quota for one subscription to a named login.
+
+use uuid::Uuid;
+
+use crate::domain::{IdempotencyKey, Login, PlanSlug};
+use crate::error::{Error, Result};
+use crate::idempotency::{self, Begun, Fingerprint, Outcome};
+use crate::keys::PartnerAccount;
+use crate::plans::{find_plan, find_user};
+use crate::quota::{EntryKind, debit};
+use crate::store::Store;
+use crate::wire::{IssueLicenseRequest, License};
+
+/// A parsed license request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueLicense {
+    pub plan: PlanSlug,
+    pub login: Login,
+    pub idempotency_key: IdempotencyKey,
+}
+
+impl TryFrom<&IssueLicenseRequest> for IssueLicense {
+    type Error = Error;
+
+    fn try_from(request: &IssueLicenseRequest) -> Result<Self> {
+        Ok(Self {
+            plan: PlanSlug::parse("planSlug", &request.plan_slug)?,
+            login: Login::parse("login", &request.login)?,
+            idempotency_key: IdempotencyKey::parse("idempotencyKey", &request.idempotency_key)?,
+        })
+    }
+}
+
+const SECONDS_PER_DAY: i64 = 86_400;
+
+/// Issues one license, charging one unit, in one transaction with its ledger entry and
+/// idempotency record. A retry with the same key replays the stored license.
+pub async fn issue_license(
+    store: &Store,
+    account: &PartnerAccount,
+    request: IssueLicense,
+) -> Result<Outcome<License>> {
+    let fingerprint =
+        Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()]);
+    let claim = idempotency::claim(store, account.account_id, &request.idempotency_key)?;
+    let mut tx = match idempotency::begin(
+        store,
+        &claim,
+        account.account_id,
+        &request.idempotency_key,
+        &fingerprint,
+    )
+    .await?
+    {
+        Begun::Replay(body) => {
+            let value = serde_json::from_str(&body)
+                .map_err(|e| Error::Internal(format!("stored license unreadable: {e}")))?;
+            return Ok(Outcome { value, replayed: true });
+        }
+        Begun::Fresh(tx) => tx,
+    };
+    let plan = find_plan(&mut tx, &request.plan).await?;
+    let user_id = find_user(&mut tx, &request.login).await?;
+    let now = store.now_utc();
+    let license_id = Uuid::new_v4().to_string();
+    let actor = format!("api_key:{}", account.api_key_id);
+    let remaining =
+        debit(&mut tx, account.account_id, plan.id, 1, EntryKind::License, &actor, &license_id, now)
+            .await?;
+    let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
+    sqlx::query(
+        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+         VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
+    )
+    .bind(license_id.as_str())
+    .bind(user_id)
+    .bind(plan.id)
+    .bind(account.account_id)
+    .bind(now)
+    .bind(expires_utc)
+    .execute(&mut *tx)
+    .await?;
+    let license = License {
+        license_id,
+        plan_slug: request.plan.to_string(),
+        login: request.login.to_string(),
+        remaining_balance: remaining,
+        created_utc: now,
+        expires_utc,
+    };
+    let body = serde_json::to_string(&license)
+        .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
+    idempotency::record(&mut tx, account.account_id, &request.idempotency_key, &fingerprint, &body, now)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(client_id = %account.client_id, license_id = %license.license_id, plan = %request.plan, "license issued");
+    Ok(Outcome { value: license, replayed: false })
+}

@@ -1,0 +1,146 @@
+//! Plans (products) and end-user logins, managed by the operator.
+
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::domain::{InvalidField, Login, PlanSlug};
+use crate::error::{Error, Result};
+use crate::store::{Store, Tx, is_unique_violation};
+
+/// A plan and its promo policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub slug: String,
+    pub name: String,
+    /// Subscription length of a license; `None` for no end.
+    pub duration_days: Option<i64>,
+    /// How many redemptions each promo code allows.
+    pub redemptions_per_code: i64,
+    /// How long promo codes stay valid after generation.
+    pub code_validity_days: i64,
+    pub created_utc: i64,
+}
+
+/// What the operator gives to create a plan.
+#[derive(Debug, Clone)]
+pub struct NewPlan {
+    pub slug: PlanSlug,
+    pub name: String,
+    pub duration_days: Option<i64>,
+    pub redemptions_per_code: i64,
+    pub code_validity_days: i64,
+}
+
+impl NewPlan {
+    /// Checks the operator's values; the slug is parsed by the caller.
+    pub fn new(
+        slug: PlanSlug,
+        name: &str,
+        duration_days: Option<i64>,
+        redemptions_per_code: Option<i64>,
+        code_validity_days: Option<i64>,
+    ) -> Result<Self, InvalidField> {
+        if name.trim().is_empty() || name.chars().count() > 200 {
+            return Err(InvalidField::new("name", "must be 1-200 characters"));
+        }
+        let positive = |field, value: Option<i64>, default| match value {
+            None => Ok(default),
+            Some(v) if (1..=36_500).contains(&v) => Ok(v),
+            Some(_) => Err(InvalidField::new(field, "must be between 1 and 36500")),
+        };
+        let duration_days = match duration_days {
+            None => None,
+            Some(d) => Some(positive("durationDays", Some(d), 0)?),
+        };
+        Ok(Self {
+            slug,
+            name: name.to_owned(),
+            duration_days,
+            redemptions_per_code: positive("redemptionsPerCode", redemptions_per_code, 1)?,
+            code_validity_days: positive("codeValidityDays", code_validity_days, 365)?,
+        })
+    }
+}
+
+pub async fn create_plan(store: &Store, plan: NewPlan) -> Result<Plan> {
+    let now = store.now_utc();
+    sqlx::query(
+        "INSERT INTO plans (slug, name, duration_days, redemptions_per_code, code_validity_days, created_utc) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(plan.slug.as_str())
+    .bind(plan.name.as_str())
+    .bind(plan.duration_days)
+    .bind(plan.redemptions_per_code)
+    .bind(plan.code_validity_days)
+    .bind(now)
+    .execute(store.pool())
+    .await
+    .map_err(|e| if is_unique_violation(&e) { Error::AlreadyExists("plan") } else { e.into() })?;
+    Ok(Plan {
+        slug: plan.slug.to_string(),
+        name: plan.name,
+        duration_days: plan.duration_days,
+        redemptions_per_code: plan.redemptions_per_code,
+        code_validity_days: plan.code_validity_days,
+        created_utc: now,
+    })
+}
+
+pub async fn list_plans(store: &Store) -> Result<Vec<Plan>> {
+    let rows = sqlx::query(
+        "SELECT slug, name, duration_days, redemptions_per_code, code_validity_days, created_utc \
+         FROM plans ORDER BY slug",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Plan {
+                slug: row.try_get("slug")?,
+                name: row.try_get("name")?,
+                duration_days: row.try_get("duration_days")?,
+                redemptions_per_code: row.try_get("redemptions_per_code")?,
+                code_validity_days: row.try_get("code_validity_days")?,
+                created_utc: row.try_get("created_utc")?,
+            })
+        })
+        .collect()
+}
+
+/// A plan's row id and what a charge needs of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanRow {
+    pub id: i64,
+    pub duration_days: Option<i64>,
+}
+
+pub(crate) async fn find_plan(tx: &mut Tx, slug: &PlanSlug) -> Result<PlanRow> {
+    let row = sqlx::query("SELECT id, duration_days FROM plans WHERE slug = $1")
+        .bind(slug.as_str())
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(Error::UnknownPlan)?;
+    Ok(PlanRow { id: row.try_get("id")?, duration_days: row.try_get("duration_days")? })
+}
+
+/// Registers a login; registering it again is a no-op. Returns whether it was new.
+pub async fn add_user(store: &Store, login: &Login) -> Result<bool> {
+    let result = sqlx::query(
+        "INSERT INTO users (login, created_utc) VALUES ($1, $2) ON CONFLICT (login) DO NOTHING",
+    )
+    .bind(login.as_str())
+    .bind(store.now_utc())
+    .execute(store.pool())
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+pub(crate) async fn find_user(tx: &mut Tx, login: &Login) -> Result<i64> {
+    sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
+        .bind(login.as_str())
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(Error::UnknownLogin)
+}

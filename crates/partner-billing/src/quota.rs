@@ -1,0 +1,252 @@
+//! Prepaid quota: per account and plan a balance that always equals the sum of its
+//! append-only ledger entries, and is never negative.
+
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::domain::{ClientId, PlanSlug};
+use crate::error::{Error, Result};
+use crate::keys::account_id_of;
+use crate::plans::find_plan;
+use crate::store::{Store, Tx};
+use crate::wire::{Balance, Balances};
+
+/// Why a ledger entry was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Credit,
+    License,
+    PromoBatch,
+    Adjustment,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Credit => "credit",
+            Self::License => "license",
+            Self::PromoBatch => "promo_batch",
+            Self::Adjustment => "adjustment",
+        }
+    }
+}
+
+/// One ledger entry as the operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerEntry {
+    pub product_slug: String,
+    pub kind: String,
+    pub delta: i64,
+    pub balance_after: i64,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub reference: Option<String>,
+    pub created_utc: i64,
+}
+
+/// Credits `units` of a plan to an account (the operator's top-up).
+pub async fn credit(
+    store: &Store,
+    client_id: &ClientId,
+    plan: &PlanSlug,
+    units: i64,
+    reason: &str,
+) -> Result<Balance> {
+    if !(1..=1_000_000_000).contains(&units) {
+        return Err(crate::domain::InvalidField::new("units", "must be between 1 and 1000000000").into());
+    }
+    if reason.trim().is_empty() || reason.chars().count() > 500 {
+        return Err(crate::domain::InvalidField::new("reason", "must be 1-500 characters").into());
+    }
+    let account_id = account_id_of(store, client_id).await?;
+    let mut tx = store.begin_write().await?;
+    let plan_row = find_plan(&mut tx, plan).await?;
+    let remaining: i64 = sqlx::query_scalar(
+        "INSERT INTO balances (account_id, plan_id, remaining) VALUES ($1, $2, $3) \
+         ON CONFLICT (account_id, plan_id) DO UPDATE SET remaining = balances.remaining + excluded.remaining \
+         RETURNING remaining",
+    )
+    .bind(account_id)
+    .bind(plan_row.id)
+    .bind(units)
+    .fetch_one(&mut *tx)
+    .await?;
+    let now = store.now_utc();
+    append_entry(&mut tx, account_id, plan_row.id, EntryKind::Credit, units, remaining, "operator", Some(reason), None, now)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(client_id = %client_id, plan = %plan, units, "quota credited");
+    Ok(Balance { product_slug: plan.to_string(), remaining_balance: remaining })
+}
+
+/// Debits `units` if the balance covers them, inside the caller's transaction, and writes the
+/// ledger entry. Returns the balance after. A balance below `units` (or no balance at all) is
+/// [`Error::InsufficientQuota`] and changes nothing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn debit(
+    tx: &mut Tx,
+    account_id: i64,
+    plan_id: i64,
+    units: i64,
+    kind: EntryKind,
+    actor: &str,
+    reference: &str,
+    now_utc: i64,
+) -> Result<i64> {
+    let remaining: Option<i64> = sqlx::query_scalar(
+        "UPDATE balances SET remaining = remaining - $1 \
+         WHERE account_id = $2 AND plan_id = $3 AND remaining >= $1 RETURNING remaining",
+    )
+    .bind(units)
+    .bind(account_id)
+    .bind(plan_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let remaining = remaining.ok_or(Error::InsufficientQuota)?;
+    append_entry(tx, account_id, plan_id, kind, -units, remaining, actor, None, Some(reference), now_utc).await?;
+    Ok(remaining)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn append_entry(
+    tx: &mut Tx,
+    account_id: i64,
+    plan_id: i64,
+    kind: EntryKind,
+    delta: i64,
+    balance_after: i64,
+    actor: &str,
+    reason: Option<&str>,
+    reference: Option<&str>,
+    now_utc: i64,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO ledger_entries \
+         (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(account_id)
+    .bind(plan_id)
+    .bind(kind.as_str())
+    .bind(delta)
+    .bind(balance_after)
+    .bind(actor)
+    .bind(reason)
+    .bind(reference)
+    .bind(now_utc)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Every plan ever credited to the account, zero included, sorted by slug.
+pub async fn balances(store: &Store, account_id: i64) -> Result<Balances> {
+    let rows = sqlx::query(
+        "SELECT p.slug, b.remaining FROM balances b JOIN plans p ON p.id = b.plan_id \
+         WHERE b.account_id = $1 ORDER BY p.slug",
+    )
+    .bind(account_id)
+    .fetch_all(store.pool())
+    .await?;
+    let balances = rows
+        .iter()
+        .map(|row| {
+            Ok(Balance {
+                product_slug: row.try_get("slug")?,
+                remaining_balance: row.try_get("remaining")?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Balances { balances })
+}
+
+/// The operator's view of balances, by client id.
+pub async fn balances_for(store: &Store, client_id: &ClientId) -> Result<Balances> {
+    let account_id = account_id_of(store, client_id).await?;
+    balances(store, account_id).await
+}
+
+/// The ledger of an account, oldest first, optionally for one plan.
+pub async fn ledger(store: &Store, client_id: &ClientId, plan: Option<&PlanSlug>) -> Result<Vec<LedgerEntry>> {
+    let account_id = account_id_of(store, client_id).await?;
+    let rows = sqlx::query(
+        "SELECT p.slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
+         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+         WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) ORDER BY l.id",
+    )
+    .bind(account_id)
+    .bind(plan.map(PlanSlug::as_str))
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(LedgerEntry {
+                product_slug: row.try_get("slug")?,
+                kind: row.try_get("kind")?,
+                delta: row.try_get("delta")?,
+                balance_after: row.try_get("balance_after")?,
+                actor: row.try_get("actor")?,
+                reason: row.try_get("reason")?,
+                reference: row.try_get("reference")?,
+                created_utc: row.try_get("created_utc")?,
+            })
+        })
+        .collect()
+}
+
+/// A balance that differs from the sum of its ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Discrepancy {
+    pub client_id: String,
+    pub product_slug: String,
+    pub balance: i64,
+    pub ledger_sum: i64,
+}
+
+/// The result of `audit verify`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    pub balances_checked: i64,
+    pub discrepancies: Vec<Discrepancy>,
+}
+
+/// Compares every balance with the sum of its ledger entries, in one consistent read.
+pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
+    let mut tx = store.begin_write().await?;
+    let rows = sqlx::query(
+        "SELECT a.client_id, p.slug, b.remaining, \
+         COALESCE((SELECT CAST(SUM(l.delta) AS BIGINT) FROM ledger_entries l \
+                   WHERE l.account_id = b.account_id AND l.plan_id = b.plan_id), 0) AS ledger_sum \
+         FROM balances b JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
+         ORDER BY a.client_id, p.slug",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM ledger_entries l WHERE NOT EXISTS \
+         (SELECT 1 FROM balances b WHERE b.account_id = l.account_id AND b.plan_id = l.plan_id)",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.rollback().await?;
+    let mut discrepancies = Vec::new();
+    for row in &rows {
+        let balance: i64 = row.try_get("remaining")?;
+        let ledger_sum: i64 = row.try_get("ledger_sum")?;
+        if balance != ledger_sum {
+            discrepancies.push(Discrepancy {
+                client_id: row.try_get("client_id")?,
+                product_slug: row.try_get("slug")?,
+                balance,
+                ledger_sum,
+            });
+        }
+    }
+    if orphans > 0 {
+        return Err(Error::Internal(format!("{orphans} ledger entries have no balance")));
+    }
+    Ok(AuditReport { balances_checked: i64::try_from(rows.len()).unwrap_or(i64::MAX), discrepancies })
+}

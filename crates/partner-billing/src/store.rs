@@ -1,0 +1,181 @@
+//! The database behind the library: SQLite or PostgreSQL, chosen by the URL's scheme alone.
+//!
+//! Both run the same SQL through sqlx's `Any` driver (`$n` placeholders work on both). What
+//! differs lives here: connection settings, how a write transaction begins, migrations, and how
+//! an idempotency key is locked across replicas.
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor, Transaction};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+
+/// Which database a [`Store`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// The backend named by a database URL's scheme.
+    pub fn from_url(url: &str) -> Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Self::Postgres)
+        } else {
+            Err(Error::Internal(
+                "the database URL must start with sqlite: or postgres:".to_owned(),
+            ))
+        }
+    }
+}
+
+/// A write transaction on either backend.
+pub type Tx = Transaction<'static, Any>;
+
+/// The connection pool, the clock, and the process-local registry of in-flight idempotency
+/// keys. Cheap to clone; every clone shares the same pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    clock: Clock,
+    in_flight: Arc<Mutex<HashSet<(i64, String)>>>,
+}
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// How long a request waits for a database connection before answering 503.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Store {
+    /// Connects, applies pending migrations, and returns the store. A SQLite file is created if
+    /// missing.
+    pub async fn connect(database_url: &str, clock: Clock) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(database_url)?;
+        let url = match backend {
+            Backend::Sqlite if !database_url.contains("mode=") => {
+                let sep = if database_url.contains('?') { '&' } else { '?' };
+                format!("{database_url}{sep}mode=rwc")
+            }
+            _ => database_url.to_owned(),
+        };
+        let options = AnyConnectOptions::from_str(&url)
+            .map_err(|e| Error::Internal(format!("invalid database URL: {}", redact_url_error(&e))))?;
+        let pool_options = AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT);
+        let pool = match backend {
+            Backend::Sqlite => {
+                pool_options
+                    .max_connections(8)
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            // WAL lets readers run beside the one writer; FULL makes each commit
+                            // durable; the busy timeout queues writers instead of failing them.
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = FULL").await?;
+                            conn.execute("PRAGMA busy_timeout = 30000").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(options)
+                    .await?
+            }
+            Backend::Postgres => pool_options.max_connections(16).connect_with(options).await?,
+        };
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| Error::Internal(format!("migration failed: {e}")))?;
+        Ok(Self { pool, backend, clock, in_flight: Arc::default() })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The pool, for reads that need no transaction.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Current time, Unix seconds.
+    pub fn now_utc(&self) -> i64 {
+        self.clock.now_utc()
+    }
+
+    /// Begins a write transaction. SQLite takes the write lock up front (`BEGIN IMMEDIATE`), so
+    /// a read never has to upgrade to a write under concurrency.
+    pub async fn begin_write(&self) -> Result<Tx> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for connections to return.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Claims `(account, key)` for this process until the guard drops; a second claim while
+    /// the first runs is [`Error::RequestInProgress`].
+    pub(crate) fn claim_in_flight(&self, account_id: i64, key: &str) -> Result<InFlightGuard> {
+        let entry = (account_id, key.to_owned());
+        let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if !set.insert(entry.clone()) {
+            return Err(Error::RequestInProgress);
+        }
+        Ok(InFlightGuard { set: Arc::clone(&self.in_flight), entry })
+    }
+}
+
+/// Releases an in-flight claim when dropped, however the request ends.
+#[derive(Debug)]
+pub(crate) struct InFlightGuard {
+    set: Arc<Mutex<HashSet<(i64, String)>>>,
+    entry: (i64, String),
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.set.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.entry);
+    }
+}
+
+/// Never echo a URL back: it may hold a password.
+fn redact_url_error(err: &sqlx::Error) -> String {
+    match err {
+        sqlx::Error::Configuration(_) => "unparseable or unsupported".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether an error is a unique-constraint violation.
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|db| matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation))
+}
