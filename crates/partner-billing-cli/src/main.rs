@@ -1,1 +1,135 @@
-fn main() {}
+//! `partner-billing`: operator administration (`admin …`, on the database through the core
+//! library) and reseller commands (`balance`, `license issue`, `keys …`, through the SDK).
+//!
+//! Exit status: 0 on success; 2 for a usage error (bad flags or values); 1 for anything else.
+//! Every failure prints exactly one line on stderr, starting with `error: `.
+#![forbid(unsafe_code)]
+
+mod admin;
+mod args;
+mod input;
+mod keys;
+mod output;
+mod partner;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::output::Output;
+
+/// Partner Billing: prepaid subscription quota for resellers.
+#[derive(Debug, Parser)]
+#[command(name = "partner-billing", version, propagate_version = true)]
+struct Cli {
+    /// Print exactly one JSON object on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+
+    /// The service, for the reseller commands.
+    #[arg(
+        long,
+        global = true,
+        env = "PARTNER_BILLING_BASE_URL",
+        default_value = "http://127.0.0.1:8080",
+        value_name = "URL"
+    )]
+    base_url: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Operator commands, run directly on the database.
+    Admin(admin::AdminArgs),
+    /// Shows the account's remaining quota per product (API key from the environment).
+    Balance(partner::BalanceArgs),
+    /// Licenses (API key from the environment).
+    #[command(subcommand)]
+    License(partner::LicenseCommand),
+    /// Manages the account's API keys through a reseller panel session.
+    Keys(keys::KeysArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&anyhow::Error::new(err).context("cannot start the runtime")),
+    };
+    let out = Output { json: cli.json };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Admin(args) => admin::run(args, out).await,
+            Command::Balance(args) => partner::balance(&cli.base_url, args, out).await,
+            Command::License(cmd) => partner::license(&cli.base_url, cmd, out).await,
+            Command::Keys(args) => keys::run(&cli.base_url, args, out).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(err) => fail(&err),
+    }
+}
+
+/// Help and version as clap prints them; any other parse error as one line, exit 2.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    let rendered = err.render().to_string();
+    let text = rendered
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprintln!("error: {text} (see --help)");
+    ExitCode::from(2)
+}
+
+/// One line on stderr; exit 2 when the input was invalid, else 1.
+fn fail(err: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {}", one_line(err));
+    let invalid_input = err.chain().any(|cause| {
+        cause.is::<args::UsageError>()
+            || cause.is::<partner_billing::domain::InvalidField>()
+            || matches!(
+                cause.downcast_ref::<partner_billing::Error>(),
+                Some(partner_billing::Error::Validation(_))
+            )
+    });
+    ExitCode::from(if invalid_input { 2 } else { 1 })
+}
+
+/// The error and its causes on one line, skipping a cause its parent already spells out.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

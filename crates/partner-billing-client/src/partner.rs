@@ -1,0 +1,182 @@
+//! The partner API: what a reseller's backend calls with its API key.
+
+use std::fmt;
+
+use partner_billing::domain::IdempotencyKey;
+use partner_billing::wire::{Balances, IssueLicenseRequest, License};
+use reqwest::Method;
+use reqwest::header::HeaderMap;
+
+use crate::credentials::Credentials;
+use crate::error::{Error, Result};
+use crate::http::{Call, Reply, Resend, Transport, header_value};
+use crate::retry::RetryPolicy;
+
+const PARTNER: [&str; 3] = ["v1", "billing", "partner"];
+
+/// The result of a write, with what a caller needs to reconcile it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issued<T> {
+    /// What the server returned.
+    pub value: T,
+    /// `true` when the server answered from its idempotency record (`Idempotent-Replayed:
+    /// true`): this request had already succeeded before, and nothing was charged again.
+    pub replayed: bool,
+    /// The idempotency key the request was sent with: the caller's, or the one the SDK
+    /// generated. Keep it to retry the same request later without a second charge.
+    pub idempotency_key: String,
+}
+
+/// A client for the partner endpoints (`/v1/billing/partner/…`), authenticated with an API key
+/// sent as `X-Client-Id` / `X-Client-Secret`.
+///
+/// Cheap to clone: clones share one connection pool. Every write carries an idempotency key,
+/// kept across the SDK's own retries, so a retried request is never charged twice.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), partner_billing_client::Error> {
+/// use partner_billing_client::{Credentials, Error, PartnerClient};
+///
+/// let client = PartnerClient::new(
+///     "https://billing.example.com",
+///     Credentials::new("rsc_…", std::env::var("PARTNER_BILLING_SECRET").unwrap_or_default()),
+/// )?;
+/// match client.issue_license("pro", "alice@example.com", None).await {
+///     Ok(issued) => println!("license {} (replayed: {})", issued.value.license_id, issued.replayed),
+///     Err(Error::InsufficientQuota { .. }) => println!("top up first; nothing was charged"),
+///     Err(error) if !error.is_definite() => println!("outcome unknown: retry with the same key"),
+///     Err(error) => return Err(error),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PartnerClient {
+    transport: Transport,
+    credentials: Credentials,
+    auth_headers: HeaderMap,
+}
+
+impl PartnerClient {
+    /// A client for the service at `base_url` (e.g. `https://billing.example.com`, without
+    /// `/v1`), with the default [`RetryPolicy`].
+    ///
+    /// Fails with [`Error::InvalidInput`] when the URL is not `http(s)`, carries user info, or
+    /// the credentials cannot be sent as headers.
+    pub fn new(base_url: impl Into<String>, credentials: Credentials) -> Result<Self> {
+        let transport = Transport::new(&base_url.into())?;
+        let mut auth_headers = HeaderMap::new();
+        auth_headers.insert(
+            "x-client-id",
+            header_value("clientId", &credentials.client_id, false)?,
+        );
+        auth_headers.insert(
+            "x-client-secret",
+            header_value("secret", credentials.secret.expose(), true)?,
+        );
+        Ok(Self {
+            transport,
+            credentials,
+            auth_headers,
+        })
+    }
+
+    /// The same client with another retry and timeout policy; [`RetryPolicy::none`] shows every
+    /// answer, `409 Reseller.RequestInProgress` included, as the server sent it.
+    pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.transport.policy = policy;
+        self
+    }
+
+    /// The policy in force.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.transport.policy
+    }
+
+    /// The base URL the client talks to.
+    pub fn base_url(&self) -> &str {
+        self.transport.base_url()
+    }
+
+    /// The account this client acts for (its client id).
+    pub fn client_id(&self) -> &str {
+        &self.credentials.client_id
+    }
+
+    /// `GET /v1/billing/partner/balances`: every product ever credited to the account, zero
+    /// balances included, sorted by slug.
+    pub async fn balances(&self) -> Result<Balances> {
+        let reply = self.send(Method::GET, "balances", None).await?;
+        reply.json(&self.sensitive())
+    }
+
+    /// `POST /v1/billing/partner/licenses`: grants one subscription of `plan_slug` to the
+    /// registered end user `login`, for one unit of quota.
+    ///
+    /// `idempotency_key` (8–128 visible ASCII characters) makes the call safe to repeat: the
+    /// same key and request return the stored license with [`Issued::replayed`] set, and charge
+    /// nothing. With `None` the SDK generates one and returns it in [`Issued::idempotency_key`];
+    /// store your own key beforehand if you may need to retry after a crash.
+    ///
+    /// Errors of note: [`Error::InsufficientQuota`], [`Error::UnknownPlan`],
+    /// [`Error::UnknownLogin`], [`Error::IdempotencyKeyReused`], and — once retries are used
+    /// up — [`Error::RequestInProgress`] or an indefinite transport error.
+    pub async fn issue_license(
+        &self,
+        plan_slug: &str,
+        login: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<Issued<License>> {
+        let idempotency_key = resolve_idempotency_key(idempotency_key)?;
+        let request = IssueLicenseRequest {
+            plan_slug: plan_slug.to_owned(),
+            login: login.to_owned(),
+            idempotency_key: idempotency_key.as_str().to_owned(),
+        };
+        let body = serde_json::to_vec(&request)
+            .map_err(|err| Error::invalid("request", err.to_string()))?;
+        let reply = self.send(Method::POST, "licenses", Some(body)).await?;
+        Ok(Issued {
+            value: reply.json(&self.sensitive())?,
+            replayed: reply.replayed,
+            idempotency_key: idempotency_key.as_str().to_owned(),
+        })
+    }
+
+    /// One call to a partner endpoint, retried within the policy.
+    async fn send(&self, method: Method, endpoint: &str, body: Option<Vec<u8>>) -> Result<Reply> {
+        let path = [PARTNER[0], PARTNER[1], PARTNER[2], endpoint];
+        let sensitive = self.sensitive();
+        let call = Call {
+            method,
+            path: &path,
+            headers: self.auth_headers.clone(),
+            body,
+            resend: Resend::WhenRetryable,
+            sensitive: &sensitive,
+        };
+        self.transport.execute(&call).await
+    }
+
+    /// Values no error may quote.
+    fn sensitive(&self) -> [&str; 1] {
+        [self.credentials.secret.expose()]
+    }
+}
+
+impl fmt::Debug for PartnerClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PartnerClient")
+            .field("base_url", &self.transport.base_url())
+            .field("credentials", &self.credentials)
+            .field("retry_policy", &self.transport.policy)
+            .finish()
+    }
+}
+
+/// The caller's key, checked, or a fresh one.
+pub(crate) fn resolve_idempotency_key(given: Option<&str>) -> Result<IdempotencyKey> {
+    match given {
+        Some(key) => Ok(IdempotencyKey::parse("idempotencyKey", key)?),
+        None => Ok(IdempotencyKey::generate()),
+    }
+}

@@ -1,0 +1,78 @@
+//! Checks that run before routing and credentials: browsers are kept out, and an API key is
+//! told it cannot manage keys.
+
+use poem::http::header;
+use poem::{Endpoint, IntoResponse, Request, Response};
+
+use partner_billing::wire::ErrorCode;
+
+use crate::problem::ApiError;
+
+const PARTNER_PREFIX: &str = "/v1/billing/partner";
+const PANEL_PREFIX: &str = "/v1/billing/resellers";
+const SESSIONS_PATH: &str = "/v1/billing/resellers/sessions";
+
+/// Refuses what must never reach a handler, or passes the request on.
+pub async fn guard<E: Endpoint>(ep: &E, req: Request) -> poem::Result<Response> {
+    if let Some(refusal) = refusal(&req) {
+        return Ok(refusal.into_response());
+    }
+    ep.call(req).await.map(IntoResponse::into_response)
+}
+
+fn refusal(req: &Request) -> Option<ApiError> {
+    let path = req.uri().path();
+    if path.starts_with(PARTNER_PREFIX) {
+        // The API is server-to-server: any browser marker is refused before credentials are
+        // looked at, so a leaked secret in a web page still charges nothing.
+        let browser = [header::ORIGIN.as_str(), "sec-fetch-site", "sec-fetch-mode"]
+            .iter()
+            .any(|name| req.headers().contains_key(*name));
+        if browser {
+            return Some(ApiError::new(
+                ErrorCode::BrowserOriginForbidden,
+                "The partner API is server-to-server only; browser requests are refused.",
+            ));
+        }
+    } else if path.starts_with(PANEL_PREFIX) {
+        if is_cross_site(req) {
+            return Some(ApiError::new(
+                ErrorCode::BrowserOriginForbidden,
+                "Cross-site browser requests to the panel are refused.",
+            ));
+        }
+        if path != SESSIONS_PATH && carries_api_key(req) {
+            return Some(ApiError::new(
+                ErrorCode::PanelSessionRequired,
+                "API keys cannot manage keys or the account; log in to the panel and use its session.",
+            ));
+        }
+    }
+    None
+}
+
+fn is_cross_site(req: &Request) -> bool {
+    let site = req.header("sec-fetch-site");
+    if site.is_some_and(|s| s != "same-origin" && s != "none") {
+        return true;
+    }
+    let Some(origin) = req.header(header::ORIGIN) else { return false };
+    let host = req.header(header::HOST).unwrap_or_default();
+    let own = [format!("http://{host}"), format!("https://{host}")];
+    host.is_empty() || !own.iter().any(|o| o == origin)
+}
+
+fn carries_api_key(req: &Request) -> bool {
+    let basic = req
+        .header(header::AUTHORIZATION)
+        .and_then(|v| v.get(..6))
+        .is_some_and(|p| p.eq_ignore_ascii_case("basic "));
+    let bearer_secret = req
+        .header(header::AUTHORIZATION)
+        .and_then(|v| v.get(7..))
+        .is_some_and(|rest| rest.trim_start().starts_with("rss_"));
+    basic
+        || bearer_secret
+        || req.headers().contains_key("x-client-id")
+        || req.headers().contains_key("x-client-secret")
+}

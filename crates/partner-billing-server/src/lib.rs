@@ -1,0 +1,181 @@
+//! The Partner Billing HTTP server: thin handlers over the core library.
+//!
+//! [`app`] builds the whole service for a [`Store`]; [`serve`] runs it on a listener the caller
+//! bound (tests bind port 0); [`openapi_document`] is the published contract.
+#![forbid(unsafe_code)]
+
+mod auth;
+mod body;
+mod guard;
+mod health;
+mod panel;
+mod partner;
+mod problem;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use poem::endpoint::BoxEndpoint;
+use poem::http::StatusCode;
+use poem::listener::TcpAcceptor;
+use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, Server};
+use poem_openapi::{OpenApiService, Tags};
+use serde_json::Value;
+
+use partner_billing::store::Store;
+use partner_billing::wire::ErrorCode;
+
+pub use body::MAX_BODY_BYTES;
+pub use problem::{ApiError, PROBLEM_JSON, WWW_AUTHENTICATE, unauthorized_response};
+
+/// What every handler shares: the store. Passed as poem `Data`, so the API structs stay free of
+/// state and the document can be built without a database.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+}
+
+#[derive(Tags)]
+pub enum ApiTags {
+    /// For resellers' backends, with an API key: balances, licenses, promo batches.
+    Partner,
+    /// For the reseller panel, with a panel session: the account and its API keys.
+    Panel,
+    /// Operations: health.
+    Operations,
+}
+
+type Apis = (partner::PartnerApi, panel::PanelApi, health::HealthApi);
+
+const DESCRIPTION: &str = "Partner Billing lets a reseller grant subscriptions to its own users \
+without a checkout. Resellers hold a prepaid quota per product and spend it with an API key, \
+server to server only.\n\nAuthenticate partner calls with `X-Client-Id` and `X-Client-Secret` \
+(checked first) or HTTP Basic (client id as user name, secret as password). Every credential \
+failure is a 401 with an empty body. Errors are RFC 9457 `application/problem+json` with a stable \
+`code`. Every write takes an `idempotencyKey`: retry with the same key and you are never charged \
+twice.";
+
+fn service() -> OpenApiService<Apis, ()> {
+    OpenApiService::new(
+        (partner::PartnerApi, panel::PanelApi, health::HealthApi),
+        "Partner Billing",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description(DESCRIPTION)
+}
+
+/// The published OpenAPI document, as committed in `openapi/partner-billing.json`.
+///
+/// poem-openapi declares the `X-Client-Id` scheme alone; the secret header is part of the same
+/// credential, so the document declares both as one requirement (or HTTP Basic instead).
+pub fn openapi_document() -> String {
+    let mut doc: Value = serde_json::from_str(&service().spec()).expect("poem-openapi emits JSON");
+    if let Some(schemes) = doc.pointer_mut("/components/securitySchemes").and_then(Value::as_object_mut) {
+        schemes.insert(
+            "ClientSecret".to_owned(),
+            serde_json::json!({
+                "type": "apiKey",
+                "in": "header",
+                "name": "X-Client-Secret",
+                "description": "The API key's secret (`rss_…`); send it with `X-Client-Id`."
+            }),
+        );
+    }
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|p| p.values_mut()) {
+            let Some(security) = operation.get_mut("security").and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for requirement in security.iter_mut().filter_map(Value::as_object_mut) {
+                if requirement.contains_key("ClientId") {
+                    requirement.insert("ClientSecret".to_owned(), Value::Array(vec![]));
+                }
+            }
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&doc).expect("a JSON value serialises");
+    text.push('\n');
+    text
+}
+
+/// The whole service for one store.
+pub fn app(state: AppState) -> BoxEndpoint<'static> {
+    let service = service();
+    let raw_spec = service.spec();
+    let document = openapi_document();
+    let swagger = service.swagger_ui_html().replace(&raw_spec, document.trim_end());
+    let openapi_json = document.clone();
+    Route::new()
+        .nest("/", service)
+        .at(
+            "/openapi.json",
+            poem::endpoint::make_sync(move |_| {
+                Response::builder().content_type("application/json").body(openapi_json.clone())
+            }),
+        )
+        .at(
+            "/docs",
+            poem::endpoint::make_sync(move |_| poem::web::Html(swagger.clone()).into_response()),
+        )
+        .data(state)
+        .catch_all_error(|err: poem::Error| async move { error_response(err) })
+        .around(|ep, req| async move { guard::guard(&ep, req).await })
+        .around(|ep, req| async move { Ok(log_request(&ep, req).await) })
+        .boxed()
+}
+
+/// Maps framework errors (no route, unparsable parameters, missing credentials) to the
+/// service's responses.
+fn error_response(err: poem::Error) -> Response {
+    use poem_openapi::error::{AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError};
+    if err.is::<AuthorizationError>() {
+        return unauthorized_response();
+    }
+    if err.is::<ParseParamError>() || err.is::<ParseRequestPayloadError>() || err.is::<ContentTypeError>() {
+        let field = err.downcast_ref::<ParseParamError>().map(|e| e.name.to_owned());
+        return ApiError::validation(field.unwrap_or_else(|| "body".to_owned()), "The request is malformed.")
+            .into_response();
+    }
+    match err.status() {
+        StatusCode::NOT_FOUND if !err.has_source() || err.is::<poem::error::NotFoundError>() => {
+            ApiError::with_status(ErrorCode::ValidationFailed, 404, "No such resource.").into_response()
+        }
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ApiError::with_status(ErrorCode::ValidationFailed, 405, "Method not allowed on this path.")
+                .into_response()
+        }
+        _ => err.into_response(),
+    }
+}
+
+/// One line per request: method, path, status, time. Never headers or bodies.
+async fn log_request<E: Endpoint>(ep: &E, req: poem::Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let started = Instant::now();
+    let response = match ep.call(req).await {
+        Ok(r) => r.into_response(),
+        Err(e) => e.into_response(),
+    };
+    tracing::info!(
+        %method,
+        path = %path,
+        status = response.status().as_u16(),
+        micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        "request"
+    );
+    response
+}
+
+/// Serves the app on a bound listener until `shutdown` resolves, then drains in-flight requests
+/// (up to 10 s).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Store,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let acceptor = TcpAcceptor::from_tokio(listener)?;
+    Server::new_with_acceptor(acceptor)
+        .run_with_graceful_shutdown(app(AppState { store }), shutdown, Some(Duration::from_secs(10)))
+        .await
+}

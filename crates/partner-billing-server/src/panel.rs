@@ -1,0 +1,107 @@
+//! The reseller panel API: sessions, the account, and API keys. API keys cannot call it.
+
+use poem::web::Data;
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, OpenApi};
+
+use partner_billing::accounts;
+use partner_billing::domain::Password;
+use partner_billing::keys;
+use partner_billing::wire::{
+    ApiKeyList, CreateApiKeyRequest, CreatedApiKey, ResellerAccount, Session, SessionRequest,
+};
+
+use crate::ApiTags;
+use crate::AppState;
+use crate::auth::PanelAuth;
+use crate::body::JsonBody;
+use crate::problem::ApiResult;
+
+/// Endpoints under `/v1/billing/resellers`.
+pub struct PanelApi;
+
+#[derive(ApiResponse)]
+pub enum SessionResponse {
+    /// The session; send its token as `Authorization: Bearer <sessionToken>`.
+    #[oai(status = 201)]
+    Created(Json<Session>),
+}
+
+#[derive(ApiResponse)]
+pub enum CreateApiKeyResponse {
+    /// The new key. Its secret is shown here once and never again.
+    #[oai(status = 201)]
+    Created(Json<CreatedApiKey>),
+}
+
+#[derive(ApiResponse)]
+pub enum RevokeApiKeyResponse {
+    /// Revoked (or already revoked); the key is refused from the next request on.
+    #[oai(status = 204)]
+    Revoked,
+}
+
+#[OpenApi(prefix_path = "/v1/billing/resellers", tag = "ApiTags::Panel")]
+impl PanelApi {
+    /// Log in to the panel.
+    ///
+    /// An unknown client id, a wrong password and a suspended account all get the same empty
+    /// 401. Sessions last 12 hours.
+    #[oai(path = "/sessions", method = "post", operation_id = "createSession")]
+    async fn create_session(
+        &self,
+        state: Data<&AppState>,
+        body: JsonBody<SessionRequest>,
+    ) -> ApiResult<SessionResponse> {
+        let password = Password::presented(body.0.password);
+        let session = accounts::create_session(&state.store, &body.0.client_id, password).await?;
+        Ok(SessionResponse::Created(Json(session)))
+    }
+
+    /// The logged-in account.
+    #[oai(path = "/me", method = "get", operation_id = "getAccount")]
+    async fn me(&self, state: Data<&AppState>, auth: PanelAuth) -> ApiResult<Json<ResellerAccount>> {
+        let account = auth.verify(&state.store).await?;
+        Ok(Json(accounts::account_profile(&state.store, account.account_id).await?))
+    }
+
+    /// Create an API key.
+    ///
+    /// Existing keys keep working, so keys rotate without downtime: create a new key, deploy
+    /// its secret, watch the old key's `lastUsedUtc`, then revoke the old key. At most five
+    /// keys may be active at once.
+    #[oai(path = "/me/api-keys", method = "post", operation_id = "createApiKey")]
+    async fn create_api_key(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        body: JsonBody<CreateApiKeyRequest>,
+    ) -> ApiResult<CreateApiKeyResponse> {
+        let account = auth.verify(&state.store).await?;
+        let key = keys::create_api_key(&state.store, account.account_id, body.0.name.as_deref()).await?;
+        Ok(CreateApiKeyResponse::Created(Json(key)))
+    }
+
+    /// Every API key of the account, oldest first, with its last use.
+    #[oai(path = "/me/api-keys", method = "get", operation_id = "listApiKeys")]
+    async fn list_api_keys(&self, state: Data<&AppState>, auth: PanelAuth) -> ApiResult<Json<ApiKeyList>> {
+        let account = auth.verify(&state.store).await?;
+        Ok(Json(keys::list_api_keys(&state.store, account.account_id).await?))
+    }
+
+    /// Revoke an API key; it is refused from the very next request.
+    #[oai(path = "/me/api-keys/:apiKeyId", method = "delete", operation_id = "revokeApiKey")]
+    async fn revoke_api_key(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// The key to revoke (`rsk_…`).
+        #[oai(name = "apiKeyId")]
+        api_key_id: Path<String>,
+    ) -> ApiResult<RevokeApiKeyResponse> {
+        let account = auth.verify(&state.store).await?;
+        keys::revoke_api_key(&state.store, account.account_id, &api_key_id.0).await?;
+        Ok(RevokeApiKeyResponse::Revoked)
+    }
+}

@@ -1,0 +1,58 @@
+//! The partner API: what a reseller's backend calls with its API key.
+
+use poem::web::Data;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, OpenApi};
+
+use partner_billing::licenses::{self, IssueLicense};
+use partner_billing::quota;
+use partner_billing::wire::{Balances, IssueLicenseRequest, License};
+
+use crate::ApiTags;
+use crate::AppState;
+use crate::auth::PartnerAuth;
+use crate::body::JsonBody;
+use crate::problem::ApiResult;
+
+/// Endpoints under `/v1/billing/partner`.
+pub struct PartnerApi;
+
+#[derive(ApiResponse)]
+pub enum IssueLicenseResponse {
+    /// The license. On a retry with the same idempotency key, the original license again,
+    /// with `Idempotent-Replayed: true` and no second charge.
+    #[oai(status = 200)]
+    Ok(Json<License>, #[oai(header = "Idempotent-Replayed")] Option<String>),
+}
+
+#[OpenApi(prefix_path = "/v1/billing/partner", tag = "ApiTags::Partner")]
+impl PartnerApi {
+    /// Remaining quota per product.
+    ///
+    /// Lists every product ever credited to the account, zero balances included, sorted by
+    /// slug. Each `productSlug` is valid as `planSlug` in requests.
+    #[oai(path = "/balances", method = "get", operation_id = "getBalances")]
+    async fn balances(&self, state: Data<&AppState>, auth: PartnerAuth) -> ApiResult<Json<Balances>> {
+        let account = auth.verify(&state.store).await?;
+        Ok(Json(quota::balances(&state.store, account.account_id).await?))
+    }
+
+    /// Issue one subscription directly to a registered end user.
+    ///
+    /// Costs one unit of the plan's quota, charged in the same transaction that records the
+    /// license. `idempotencyKey` makes retries safe: the same key with the same request returns
+    /// the original license and charges nothing; with a different request it is refused (422).
+    #[oai(path = "/licenses", method = "post", operation_id = "issueLicense")]
+    async fn issue_license(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+        body: JsonBody<IssueLicenseRequest>,
+    ) -> ApiResult<IssueLicenseResponse> {
+        let account = auth.verify(&state.store).await?;
+        let request = IssueLicense::try_from(&body.0)?;
+        let outcome = licenses::issue_license(&state.store, &account, request).await?;
+        let replayed = outcome.replayed.then(|| "true".to_owned());
+        Ok(IssueLicenseResponse::Ok(Json(outcome.value), replayed))
+    }
+}
