@@ -1,1 +1,268 @@
+//! Test harness: boots the real server on port 0 over a fresh database, SQLite or PostgreSQL.
+#![forbid(unsafe_code)]
 
+pub mod logs;
+
+use std::path::PathBuf;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use partner_billing::accounts;
+use partner_billing::clock::Clock;
+use partner_billing::domain::{ClientId, Login, Password, PlanSlug};
+use partner_billing::plans::{self, NewPlan};
+use partner_billing::quota;
+use partner_billing::store::Store;
+
+/// Which database a scenario runs on.
+#[derive(Debug, Clone)]
+pub enum Db {
+    Sqlite,
+    Postgres(String),
+}
+
+impl Db {
+    /// PostgreSQL when `PARTNER_BILLING_TEST_POSTGRES_URL` is set.
+    pub fn postgres() -> Option<Self> {
+        match std::env::var("PARTNER_BILLING_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => Some(Self::Postgres(url)),
+            _ => {
+                eprintln!("PARTNER_BILLING_TEST_POSTGRES_URL is not set: PostgreSQL scenario skipped");
+                None
+            }
+        }
+    }
+}
+
+/// A fresh, empty database URL for one test.
+pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
+    match db {
+        Db::Sqlite => {
+            let dir = TempDir::new();
+            let url = format!("sqlite://{}", dir.path.join("billing.db").display());
+            (url, Some(dir))
+        }
+        Db::Postgres(admin_url) => {
+            use sqlx::Connection;
+            let name = format!("pbt_{}", uuid::Uuid::new_v4().simple());
+            let mut conn = sqlx::PgConnection::connect(admin_url).await.expect("PostgreSQL reachable");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut conn)
+                .await
+                .expect("create test database");
+            let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin_url);
+            (format!("{base}/{name}"), None)
+        }
+    }
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(format!("pbt-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self { path }
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A running server and direct access to its store (for operator set-up and for checks).
+pub struct TestApp {
+    pub base_url: String,
+    pub database_url: String,
+    pub store: Store,
+    pub http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+    _dir: Option<TempDir>,
+}
+
+/// A reseller created by the operator, with one API key.
+#[derive(Debug, Clone)]
+pub struct Reseller {
+    pub client_id: String,
+    pub password: String,
+    pub api_key_id: String,
+    pub secret: String,
+}
+
+impl TestApp {
+    /// Boots the server on 127.0.0.1:0 over a fresh database.
+    pub async fn spawn(db: &Db) -> Self {
+        logs::install();
+        let (database_url, dir) = fresh_database(db).await;
+        let store = Store::connect(&database_url, Clock::system()).await.expect("store connects");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base_url = format!("http://{}", listener.local_addr().expect("address"));
+        let (tx, rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(partner_billing_server::serve(listener, store.clone(), async {
+            let _ = rx.await;
+        }));
+        Self {
+            base_url,
+            database_url,
+            store,
+            http: reqwest::Client::new(),
+            shutdown: Some(tx),
+            server: Some(server),
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    /// Creates a plan with no subscription length.
+    pub async fn plan(&self, slug: &str) {
+        self.plan_with_days(slug, None).await;
+    }
+
+    pub async fn plan_with_days(&self, slug: &str, days: Option<i64>) {
+        let slug = PlanSlug::parse("slug", slug).expect("slug");
+        let plan = NewPlan::new(slug, "Test plan", days, None, None).expect("plan");
+        plans::create_plan(&self.store, plan).await.expect("create plan");
+    }
+
+    /// Registers an end-user login.
+    pub async fn user(&self, login: &str) {
+        plans::add_user(&self.store, &Login::parse("login", login).expect("login"))
+            .await
+            .expect("add user");
+    }
+
+    /// Creates a reseller, logs in to the panel over HTTP and creates one API key.
+    pub async fn reseller(&self) -> Reseller {
+        let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+        let client_id = accounts::create_reseller(&self.store, "Acme Resale", Password::parse("password", &password).unwrap())
+            .await
+            .expect("create reseller");
+        let token = self.session(client_id.as_str(), &password).await;
+        let key: serde_json::Value = self
+            .http
+            .post(self.url("/v1/billing/resellers/me/api-keys"))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"name": "test"}))
+            .send()
+            .await
+            .expect("create key")
+            .json()
+            .await
+            .expect("key body");
+        Reseller {
+            client_id: client_id.to_string(),
+            password,
+            api_key_id: key["apiKeyId"].as_str().expect("apiKeyId").to_owned(),
+            secret: key["secret"].as_str().expect("secret").to_owned(),
+        }
+    }
+
+    /// Logs in to the panel; returns the session token.
+    pub async fn session(&self, client_id: &str, password: &str) -> String {
+        let response = self
+            .http
+            .post(self.url("/v1/billing/resellers/sessions"))
+            .json(&serde_json::json!({"clientId": client_id, "password": password}))
+            .send()
+            .await
+            .expect("login");
+        assert_eq!(response.status(), 201, "panel login");
+        let body: serde_json::Value = response.json().await.expect("session body");
+        body["sessionToken"].as_str().expect("token").to_owned()
+    }
+
+    /// Credits quota as the operator.
+    pub async fn credit(&self, reseller: &Reseller, plan: &str, units: i64) {
+        quota::credit(
+            &self.store,
+            &ClientId::parse("clientId", &reseller.client_id).unwrap(),
+            &PlanSlug::parse("plan", plan).unwrap(),
+            units,
+            "test credit",
+        )
+        .await
+        .expect("credit");
+    }
+
+    /// The balance of one plan as the operator sees it (None when never credited).
+    pub async fn balance(&self, reseller: &Reseller, plan: &str) -> Option<i64> {
+        let balances = quota::balances_for(&self.store, &ClientId::parse("clientId", &reseller.client_id).unwrap())
+            .await
+            .expect("balances");
+        balances.balances.into_iter().find(|b| b.product_slug == plan).map(|b| b.remaining_balance)
+    }
+
+    /// A request builder carrying the reseller's API key in the dedicated headers.
+    pub fn partner(&self, method: reqwest::Method, path: &str, reseller: &Reseller) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, self.url(path))
+            .header("X-Client-Id", &reseller.client_id)
+            .header("X-Client-Secret", &reseller.secret)
+    }
+
+    /// Checks every balance against its ledger.
+    pub async fn assert_audit_clean(&self) {
+        let report = quota::audit_verify(&self.store).await.expect("audit");
+        assert!(report.discrepancies.is_empty(), "audit found {:?}", report.discrepancies);
+    }
+
+    /// Stops the server, draining requests.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        self.store.close().await;
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Runs a scenario on SQLite, and on PostgreSQL when its URL is set.
+#[macro_export]
+macro_rules! both_databases {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::Db::Sqlite).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    if let Some(db) = $crate::Db::postgres() {
+                        super::$name(db).await
+                    }
+                }
+            )*
+        }
+    };
+}

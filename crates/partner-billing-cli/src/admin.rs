@@ -13,7 +13,7 @@ use partner_billing::{clock::Clock, keys, quota};
 use serde_json::json;
 
 use crate::args;
-use crate::input::read_stdin_line;
+use crate::input::read_password;
 use crate::output::{Output, fields, opt, table, utc};
 
 /// Operator commands, run directly on the database.
@@ -60,8 +60,10 @@ pub enum AdminCommand {
 pub enum PlanCommand {
     /// Creates a plan.
     Create {
+        /// The plan's slug: 1-64 of a-z 0-9 . _ -.
         #[arg(long, value_name = "S", value_parser = args::plan_slug)]
         slug: PlanSlug,
+        /// A display name.
         #[arg(long, value_name = "N")]
         name: String,
         /// Subscription length of a license in days; none for no end.
@@ -82,6 +84,7 @@ pub enum PlanCommand {
 pub enum UserCommand {
     /// Registers an end-user login (idempotent).
     Add {
+        /// The end user's login (1-254 characters).
         #[arg(long, value_name = "L", value_parser = args::login)]
         login: Login,
     },
@@ -91,6 +94,7 @@ pub enum UserCommand {
 pub enum ResellerCommand {
     /// Creates an account; its panel password is read from stdin.
     Create {
+        /// The account's name.
         #[arg(long, value_name = "N")]
         name: String,
         /// Read the panel password from stdin (one line). Required.
@@ -107,6 +111,7 @@ pub enum ResellerCommand {
     Reinstate(ClientIdArg),
     /// Replaces the panel password (read from stdin) and ends the account's panel sessions.
     SetPassword {
+        /// The account's client id (rsc_…).
         #[arg(long, value_name = "C", value_parser = args::client_id)]
         client_id: ClientId,
         /// Read the panel password from stdin (one line). Required.
@@ -117,6 +122,7 @@ pub enum ResellerCommand {
 
 #[derive(Debug, Args)]
 pub struct ClientIdArg {
+    /// The account's client id (rsc_…).
     #[arg(long, value_name = "C", value_parser = args::client_id)]
     client_id: ClientId,
 }
@@ -125,19 +131,25 @@ pub struct ClientIdArg {
 pub enum QuotaCommand {
     /// Credits units of a plan to an account.
     Credit {
+        /// The account's client id (rsc_…).
         #[arg(long, value_name = "C", value_parser = args::client_id)]
         client_id: ClientId,
+        /// The plan's slug.
         #[arg(long, value_name = "S", value_parser = args::plan_slug)]
         plan: PlanSlug,
+        /// How many units to add (1-1000000000).
         #[arg(long, value_name = "U")]
         units: i64,
+        /// Why, for the ledger.
         #[arg(long, value_name = "TEXT")]
         reason: String,
     },
     /// Shows an account's ledger, oldest first.
     Ledger {
+        /// The account's client id (rsc_…).
         #[arg(long, value_name = "C", value_parser = args::client_id)]
         client_id: ClientId,
+        /// Only this plan's entries.
         #[arg(long, value_name = "S", value_parser = args::plan_slug)]
         plan: Option<PlanSlug>,
     },
@@ -149,8 +161,10 @@ pub enum KeyCommand {
     List(ClientIdArg),
     /// Revokes one of an account's API keys.
     Revoke {
+        /// The account's client id (rsc_…).
         #[arg(long, value_name = "C", value_parser = args::client_id)]
         client_id: ClientId,
+        /// The key to revoke (rsk_…).
         #[arg(long, value_name = "K", value_parser = args::api_key_id)]
         api_key_id: ApiKeyId,
     },
@@ -162,10 +176,11 @@ pub enum AuditCommand {
     Verify,
 }
 
-/// Reads the password line and checks its length (8-1024 characters).
-fn password_from_stdin() -> Result<Password> {
-    let line = read_stdin_line()?;
-    Ok(Password::parse("password", &line)?)
+/// Reads the password line (a no-echo prompt when stdin is a terminal) and checks its length
+/// (8-1024 characters).
+async fn password_from_stdin() -> Result<Password> {
+    let line = read_password("New panel password: ").await?;
+    Password::parse("password", &line).map_err(|e| partner_billing::Error::from(e).into())
 }
 
 pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
@@ -173,7 +188,7 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
     let password = match &args.command {
         AdminCommand::Reseller(
             ResellerCommand::Create { .. } | ResellerCommand::SetPassword { .. },
-        ) => Some(password_from_stdin()?),
+        ) => Some(password_from_stdin().await?),
         _ => None,
     };
     let store = Store::connect(&args.database_url, Clock::system())
@@ -194,13 +209,16 @@ async fn dispatch(
         AdminCommand::Plan(cmd) => plan(store, cmd, out).await?,
         AdminCommand::User(UserCommand::Add { login }) => {
             let created = plans::add_user(store, &login).await?;
-            out.emit(&json!({ "login": login.as_str(), "created": created }), || {
-                if created {
-                    format!("registered user {login}")
-                } else {
-                    format!("user {login} was already registered")
-                }
-            })?;
+            out.emit(
+                &json!({ "login": login.as_str(), "created": created }),
+                || {
+                    if created {
+                        format!("registered user {login}")
+                    } else {
+                        format!("user {login} was already registered")
+                    }
+                },
+            )?;
         }
         AdminCommand::Reseller(cmd) => reseller(store, cmd, password, out).await?,
         AdminCommand::Quota(cmd) => quota_cmd(store, cmd, out).await?,
@@ -212,10 +230,24 @@ async fn dispatch(
 
 async fn plan(store: &Store, cmd: PlanCommand, out: Output) -> Result<()> {
     match cmd {
-        PlanCommand::Create { slug, name, duration_days, redemptions_per_code, code_validity_days } => {
-            let new = NewPlan::new(slug, &name, duration_days, redemptions_per_code, code_validity_days)?;
+        PlanCommand::Create {
+            slug,
+            name,
+            duration_days,
+            redemptions_per_code,
+            code_validity_days,
+        } => {
+            let new = NewPlan::new(
+                slug,
+                &name,
+                duration_days,
+                redemptions_per_code,
+                code_validity_days,
+            )?;
             let plan = plans::create_plan(store, new).await?;
-            out.emit(&plan, || format!("created plan {} ({})", plan.slug, plan.name))
+            out.emit(&plan, || {
+                format!("created plan {} ({})", plan.slug, plan.name)
+            })
         }
         PlanCommand::List => {
             let plans = plans::list_plans(store).await?;
@@ -226,7 +258,8 @@ async fn plan(store: &Store, cmd: PlanCommand, out: Output) -> Result<()> {
                         vec![
                             p.slug.clone(),
                             p.name.clone(),
-                            p.duration_days.map_or_else(|| "-".to_owned(), |d| d.to_string()),
+                            p.duration_days
+                                .map_or_else(|| "-".to_owned(), |d| d.to_string()),
                             p.redemptions_per_code.to_string(),
                             p.code_validity_days.to_string(),
                             utc(p.created_utc),
@@ -234,7 +267,14 @@ async fn plan(store: &Store, cmd: PlanCommand, out: Output) -> Result<()> {
                     })
                     .collect();
                 table(
-                    &["SLUG", "NAME", "DURATION_DAYS", "REDEMPTIONS_PER_CODE", "CODE_VALIDITY_DAYS", "CREATED"],
+                    &[
+                        "SLUG",
+                        "NAME",
+                        "DURATION_DAYS",
+                        "REDEMPTIONS_PER_CODE",
+                        "CODE_VALIDITY_DAYS",
+                        "CREATED",
+                    ],
                     &rows,
                 )
             })
@@ -271,7 +311,10 @@ async fn reseller(
                         ]
                     })
                     .collect();
-                table(&["CLIENT_ID", "STANDING", "ACTIVE_KEYS", "CREATED", "NAME"], &rows)
+                table(
+                    &["CLIENT_ID", "STANDING", "ACTIVE_KEYS", "CREATED", "NAME"],
+                    &rows,
+                )
             })
         }
         ResellerCommand::Show(ClientIdArg { client_id }) => {
@@ -294,28 +337,42 @@ async fn reseller(
         }
         ResellerCommand::SetPassword { client_id, .. } => {
             accounts::set_password(store, &client_id, password()?).await?;
-            out.emit(&json!({ "clientId": client_id.as_str(), "passwordChanged": true }), || {
-                format!("password of {client_id} changed; its panel sessions were ended")
-            })
+            out.emit(
+                &json!({ "clientId": client_id.as_str(), "passwordChanged": true }),
+                || format!("password of {client_id} changed; its panel sessions were ended"),
+            )
         }
     }
 }
 
-async fn standing(store: &Store, client_id: &ClientId, standing: Standing, out: Output) -> Result<()> {
+async fn standing(
+    store: &Store,
+    client_id: &ClientId,
+    standing: Standing,
+    out: Output,
+) -> Result<()> {
     accounts::set_standing(store, client_id, standing).await?;
     let word = match standing {
         Standing::Good => "good",
         Standing::Suspended => "suspended",
     };
-    out.emit(&json!({ "clientId": client_id.as_str(), "standing": word }), || match standing {
-        Standing::Good => format!("reseller {client_id} reinstated (standing: good)"),
-        Standing::Suspended => format!("reseller {client_id} suspended"),
-    })
+    out.emit(
+        &json!({ "clientId": client_id.as_str(), "standing": word }),
+        || match standing {
+            Standing::Good => format!("reseller {client_id} reinstated (standing: good)"),
+            Standing::Suspended => format!("reseller {client_id} suspended"),
+        },
+    )
 }
 
 async fn quota_cmd(store: &Store, cmd: QuotaCommand, out: Output) -> Result<()> {
     match cmd {
-        QuotaCommand::Credit { client_id, plan, units, reason } => {
+        QuotaCommand::Credit {
+            client_id,
+            plan,
+            units,
+            reason,
+        } => {
             let balance = quota::credit(store, &client_id, &plan, units, &reason).await?;
             out.emit(&balance, || {
                 format!(
@@ -326,24 +383,39 @@ async fn quota_cmd(store: &Store, cmd: QuotaCommand, out: Output) -> Result<()> 
         }
         QuotaCommand::Ledger { client_id, plan } => {
             let entries = quota::ledger(store, &client_id, plan.as_ref()).await?;
-            out.emit(&json!({ "clientId": client_id.as_str(), "entries": entries }), || {
-                let rows: Vec<Vec<String>> = entries
-                    .iter()
-                    .map(|e| {
-                        vec![
-                            utc(e.created_utc),
-                            e.product_slug.clone(),
-                            e.kind.clone(),
-                            format!("{:+}", e.delta),
-                            e.balance_after.to_string(),
-                            e.actor.clone(),
-                            opt(e.reference.as_deref()),
-                            opt(e.reason.as_deref()),
-                        ]
-                    })
-                    .collect();
-                table(&["TIME", "PLAN", "KIND", "DELTA", "BALANCE", "ACTOR", "REFERENCE", "REASON"], &rows)
-            })
+            out.emit(
+                &json!({ "clientId": client_id.as_str(), "entries": entries }),
+                || {
+                    let rows: Vec<Vec<String>> = entries
+                        .iter()
+                        .map(|e| {
+                            vec![
+                                utc(e.created_utc),
+                                e.product_slug.clone(),
+                                e.kind.clone(),
+                                format!("{:+}", e.delta),
+                                e.balance_after.to_string(),
+                                e.actor.clone(),
+                                opt(e.reference.as_deref()),
+                                opt(e.reason.as_deref()),
+                            ]
+                        })
+                        .collect();
+                    table(
+                        &[
+                            "TIME",
+                            "PLAN",
+                            "KIND",
+                            "DELTA",
+                            "BALANCE",
+                            "ACTOR",
+                            "REFERENCE",
+                            "REASON",
+                        ],
+                        &rows,
+                    )
+                },
+            )
         }
     }
 }
@@ -354,7 +426,10 @@ async fn key(store: &Store, cmd: KeyCommand, out: Output) -> Result<()> {
             let list = keys::list_api_keys_for(store, &client_id).await?;
             out.emit(&list, || crate::keys::key_table(&list))
         }
-        KeyCommand::Revoke { client_id, api_key_id } => {
+        KeyCommand::Revoke {
+            client_id,
+            api_key_id,
+        } => {
             keys::revoke_api_key_for(store, &client_id, api_key_id.as_str()).await?;
             out.emit(
                 &json!({ "clientId": client_id.as_str(), "apiKeyId": api_key_id.as_str(), "revoked": true }),
@@ -393,7 +468,10 @@ async fn audit(store: &Store, out: Output) -> Result<ExitCode> {
                     })
                     .collect();
                 text.push('\n');
-                text.push_str(&table(&["CLIENT_ID", "PLAN", "BALANCE", "LEDGER_SUM"], &rows));
+                text.push_str(&table(
+                    &["CLIENT_ID", "PLAN", "BALANCE", "LEDGER_SUM"],
+                    &rows,
+                ));
             }
             text
         },
@@ -408,4 +486,3 @@ async fn audit(store: &Store, out: Output) -> Result<ExitCode> {
         Ok(ExitCode::FAILURE)
     }
 }
-

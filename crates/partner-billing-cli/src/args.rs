@@ -3,6 +3,28 @@
 
 use partner_billing::domain::{ApiKeyId, ClientId, IdempotencyKey, InvalidField, Login, PlanSlug};
 
+/// The service's address for a reseller command: given after the command, else before it
+/// (or `PARTNER_BILLING_BASE_URL`), else the local default.
+#[derive(Debug, clap::Args)]
+pub struct Remote {
+    /// The service [env: PARTNER_BILLING_BASE_URL] [default: http://127.0.0.1:8080]
+    #[arg(long = "base-url", global = true, value_name = "URL")]
+    base_url: Option<String>,
+}
+
+impl Remote {
+    pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080";
+
+    /// This command's `--base-url`, else the one before the command, else the default.
+    pub fn resolve(&self, before: Option<String>) -> String {
+        self.base_url
+            .clone()
+            .or(before)
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_owned())
+    }
+}
+
 fn message(err: InvalidField) -> String {
     err.message
 }

@@ -11,9 +11,14 @@ use crate::args::usage;
 /// Reads one line from stdin, without its line ending.
 pub fn read_stdin_line() -> Result<String> {
     let mut line = String::new();
-    let read = std::io::stdin().lock().read_line(&mut line).context("cannot read the password from stdin")?;
+    let read = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("cannot read the password from stdin")?;
     if read == 0 {
-        return Err(usage("no password on stdin: pipe one line into the command"));
+        return Err(usage(
+            "no password on stdin: pipe one line into the command",
+        ));
     }
     let trimmed = line.strip_suffix('\n').unwrap_or(&line);
     let trimmed = trimmed.strip_suffix('\r').unwrap_or(trimmed);
@@ -53,7 +58,9 @@ pub async fn read_password(prompt: &str) -> Result<String> {
 /// Turns terminal echo on or off through `stty` (no unsafe code, no extra crate). Returns
 /// whether it worked.
 fn set_echo(on: bool) -> bool {
-    let Ok(tty) = std::fs::File::open("/dev/tty") else { return false };
+    let Ok(tty) = std::fs::File::open("/dev/tty") else {
+        return false;
+    };
     Command::new("stty")
         .arg(if on { "echo" } else { "-echo" })
         .stdin(Stdio::from(tty))

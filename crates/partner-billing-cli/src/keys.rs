@@ -1,18 +1,158 @@
 //! `partner-billing keys …`: the account's API keys through a reseller panel session.
+//!
+//! `keys login` asks for the panel password (stdin when piped, else a no-echo prompt) and keeps
+//! the session token in a file readable by the user alone; the other commands use
+//! `PARTNER_BILLING_SESSION_TOKEN` when set, else that file.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
-use clap::Args;
+use anyhow::{Result, anyhow};
+use clap::{Args, Subcommand};
+use partner_billing::domain::{ApiKeyId, ClientId};
 use partner_billing::wire::ApiKeyList;
+use partner_billing_client::{Error as ApiError, PanelClient};
+use serde_json::json;
 
-use crate::output::{Output, opt, opt_utc, table, utc};
+use crate::args::{self, Remote, usage};
+use crate::input::read_password;
+use crate::output::{Output, fields, opt, opt_utc, table, utc};
+use crate::session::SessionFile;
 
 #[derive(Debug, Args)]
-pub struct KeysArgs {}
+pub struct KeysArgs {
+    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
+    #[arg(
+        long,
+        global = true,
+        env = "PARTNER_BILLING_SESSION_FILE",
+        value_name = "PATH"
+    )]
+    session_file: Option<std::path::PathBuf>,
 
-pub async fn run(_base_url: &str, _args: KeysArgs, _out: Output) -> Result<ExitCode> {
-    anyhow::bail!("not yet")
+    #[command(flatten)]
+    pub remote: Remote,
+
+    #[command(subcommand)]
+    command: KeysCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Opens a panel session (12 h); the password is read from stdin or a prompt.
+    Login {
+        /// The account's client id (rsc_…).
+        #[arg(long, env = "PARTNER_BILLING_CLIENT_ID", value_name = "C", value_parser = args::client_id)]
+        client_id: Option<ClientId>,
+    },
+    /// Creates an API key; its secret is printed this once.
+    Create {
+        /// A label to tell keys apart (at most 64 characters).
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+    },
+    /// Lists the account's API keys, revoked ones included.
+    List,
+    /// Revokes an API key, from the very next request on.
+    Revoke {
+        /// The key to revoke (rsk_…).
+        #[arg(long, value_name = "K", value_parser = args::api_key_id)]
+        api_key_id: ApiKeyId,
+    },
+}
+
+pub async fn run(base_url: &str, args: KeysArgs, out: Output) -> Result<ExitCode> {
+    let file = SessionFile::resolve(args.session_file)?;
+    match args.command {
+        KeysCommand::Login { client_id } => login(base_url, client_id, &file, out).await?,
+        KeysCommand::Create { name } => {
+            let key = panel(base_url, &file)?
+                .create_api_key(name.as_deref())
+                .await
+                .map_err(session_error)?;
+            eprintln!(
+                "warning: the secret is shown this once and cannot be recovered; store it now, on servers only"
+            );
+            out.emit(&key, || {
+                fields(&[
+                    ("apiKeyId", key.api_key_id.clone()),
+                    ("clientId", key.client_id.clone()),
+                    ("secret", key.secret.clone()),
+                    ("name", opt(key.name.as_deref())),
+                    ("created", utc(key.created_utc)),
+                ])
+            })?;
+        }
+        KeysCommand::List => {
+            let list = panel(base_url, &file)?
+                .list_api_keys()
+                .await
+                .map_err(session_error)?;
+            out.emit(&list, || key_table(&list))?;
+        }
+        KeysCommand::Revoke { api_key_id } => {
+            panel(base_url, &file)?
+                .revoke_api_key(api_key_id.as_str())
+                .await
+                .map_err(session_error)?;
+            out.emit(
+                &json!({ "apiKeyId": api_key_id.as_str(), "revoked": true }),
+                || format!("revoked API key {api_key_id}"),
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn login(
+    base_url: &str,
+    client_id: Option<ClientId>,
+    file: &SessionFile,
+    out: Output,
+) -> Result<()> {
+    let client_id = client_id
+        .ok_or_else(|| usage("no client id: pass --client-id or set PARTNER_BILLING_CLIENT_ID"))?;
+    let mut panel = PanelClient::new(base_url)?;
+    let password = read_password(&format!("Panel password for {client_id}: ")).await?;
+    let session = panel
+        .login(client_id.as_str(), &password)
+        .await
+        .map_err(|err| match err {
+            ApiError::Unauthorized => {
+                anyhow!("unauthorized: wrong client id or password, or the account is suspended")
+            }
+            other => other.into(),
+        })?;
+    file.store(&session.session_token)?;
+    let path = file.path().display().to_string();
+    out.emit(
+        &json!({
+            "clientId": client_id.as_str(),
+            "sessionFile": path,
+            "expiresUtc": session.expires_utc,
+        }),
+        || {
+            format!(
+                "logged in as {client_id}; session saved to {path} (expires {})",
+                utc(session.expires_utc)
+            )
+        },
+    )
+}
+
+/// A panel client on the stored session.
+fn panel(base_url: &str, file: &SessionFile) -> Result<PanelClient> {
+    let token = file.token()?;
+    Ok(PanelClient::with_session_token(base_url, token)?)
+}
+
+/// A rejected session says how to get a new one.
+fn session_error(err: ApiError) -> anyhow::Error {
+    match err {
+        ApiError::Unauthorized => anyhow!(
+            "unauthorized: the panel session is expired, revoked or invalid; run `partner-billing keys login`"
+        ),
+        other => other.into(),
+    }
 }
 
 /// The API keys as an aligned table.
@@ -31,5 +171,15 @@ pub fn key_table(list: &ApiKeyList) -> String {
             ]
         })
         .collect();
-    table(&["API_KEY_ID", "STATUS", "CREATED", "LAST_USED", "REVOKED", "NAME"], &rows)
+    table(
+        &[
+            "API_KEY_ID",
+            "STATUS",
+            "CREATED",
+            "LAST_USED",
+            "REVOKED",
+            "NAME",
+        ],
+        &rows,
+    )
 }

@@ -11,6 +11,7 @@ mod input;
 mod keys;
 mod output;
 mod partner;
+mod session;
 
 use std::process::ExitCode;
 
@@ -18,23 +19,25 @@ use clap::{Parser, Subcommand};
 
 use crate::output::Output;
 
+const AFTER_HELP: &str = "\
+Reseller credentials come from the environment: PARTNER_BILLING_CLIENT_ID (or --client-id) and
+PARTNER_BILLING_SECRET (never a flag). `keys` commands use the panel session saved by
+`keys login`, or PARTNER_BILLING_SESSION_TOKEN.
+
+Exit status: 0 on success, 2 for a usage error, 1 otherwise; every failure prints one
+`error: ` line on stderr.";
+
 /// Partner Billing: prepaid subscription quota for resellers.
 #[derive(Debug, Parser)]
-#[command(name = "partner-billing", version, propagate_version = true)]
+#[command(name = "partner-billing", version, propagate_version = true, after_help = AFTER_HELP)]
 struct Cli {
     /// Print exactly one JSON object on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
 
-    /// The service, for the reseller commands.
-    #[arg(
-        long,
-        global = true,
-        env = "PARTNER_BILLING_BASE_URL",
-        default_value = "http://127.0.0.1:8080",
-        value_name = "URL"
-    )]
-    base_url: String,
+    /// The service, for the reseller commands [default: http://127.0.0.1:8080]
+    #[arg(long, env = "PARTNER_BILLING_BASE_URL", value_name = "URL")]
+    base_url: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -47,8 +50,7 @@ enum Command {
     /// Shows the account's remaining quota per product (API key from the environment).
     Balance(partner::BalanceArgs),
     /// Licenses (API key from the environment).
-    #[command(subcommand)]
-    License(partner::LicenseCommand),
+    License(partner::LicenseArgs),
     /// Manages the account's API keys through a reseller panel session.
     Keys(keys::KeysArgs),
 }
@@ -58,7 +60,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => return fail(&anyhow::Error::new(err).context("cannot start the runtime")),
     };
@@ -66,9 +71,18 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Admin(args) => admin::run(args, out).await,
-            Command::Balance(args) => partner::balance(&cli.base_url, args, out).await,
-            Command::License(cmd) => partner::license(&cli.base_url, cmd, out).await,
-            Command::Keys(args) => keys::run(&cli.base_url, args, out).await,
+            Command::Balance(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                partner::balance(&base_url, args, out).await
+            }
+            Command::License(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                partner::license(&base_url, args.command, out).await
+            }
+            Command::Keys(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                keys::run(&base_url, args, out).await
+            }
         }
     });
     match result {
@@ -96,7 +110,7 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         .lines()
         .take_while(|line| !line.starts_with("Usage:"))
         .map(str::trim)
-        .filter(|line| !line.is_empty())
+        .filter(|line| !line.is_empty() && !line.starts_with("For more information"))
         .collect::<Vec<_>>()
         .join(" ");
     let text = text.strip_prefix("error: ").unwrap_or(&text);
@@ -113,6 +127,10 @@ fn fail(err: &anyhow::Error) -> ExitCode {
             || matches!(
                 cause.downcast_ref::<partner_billing::Error>(),
                 Some(partner_billing::Error::Validation(_))
+            )
+            || matches!(
+                cause.downcast_ref::<partner_billing_client::Error>(),
+                Some(partner_billing_client::Error::InvalidInput { .. })
             )
     });
     ExitCode::from(if invalid_input { 2 } else { 1 })
@@ -132,4 +150,14 @@ fn one_line(err: &anyhow::Error) -> String {
         text.push_str(&part);
     }
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_tree_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

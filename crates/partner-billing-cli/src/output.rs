@@ -14,7 +14,11 @@ pub struct Output {
 
 impl Output {
     /// Prints `value` as one compact JSON object, or the text `human` builds.
-    pub fn emit<T: Serialize + ?Sized>(&self, value: &T, human: impl FnOnce() -> String) -> Result<()> {
+    pub fn emit<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+        human: impl FnOnce() -> String,
+    ) -> Result<()> {
         let text = if self.json {
             serde_json::to_string(value).context("cannot encode the result as JSON")?
         } else {
@@ -62,7 +66,11 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 /// `key: value` lines with the values aligned.
 pub fn fields(pairs: &[(&str, String)]) -> String {
-    let width = pairs.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+    let width = pairs
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
     pairs
         .iter()
         .map(|(k, v)| format!("{k}:{}{v}", " ".repeat(width - k.chars().count() + 1)))
@@ -116,9 +124,15 @@ mod tests {
 
     #[test]
     fn aligns_tables() {
-        let rows = vec![vec!["a".to_owned(), "bbb".to_owned()], vec!["cc".to_owned(), "d".to_owned()]];
+        let rows = vec![
+            vec!["a".to_owned(), "bbb".to_owned()],
+            vec!["cc".to_owned(), "d".to_owned()],
+        ];
         assert_eq!(table(&["X", "Y"], &rows), "X   Y\na   bbb\ncc  d");
         assert_eq!(table(&["X"], &[]), "(none)");
-        assert_eq!(fields(&[("a", "1".into()), ("bbb", "2".into())]), "a:   1\nbbb: 2");
+        assert_eq!(
+            fields(&[("a", "1".into()), ("bbb", "2".into())]),
+            "a:   1\nbbb: 2"
+        );
     }
 }

@@ -9,7 +9,7 @@ use partner_billing::wire::License;
 use partner_billing_client::{Credentials, PartnerClient};
 use serde::Serialize;
 
-use crate::args::{self, usage};
+use crate::args::{self, Remote, usage};
 use crate::output::{Output, fields, opt_utc, table, utc};
 
 /// The API key's client id; the secret comes from `PARTNER_BILLING_SECRET` only.
@@ -23,15 +23,27 @@ pub struct ClientIdOpt {
 #[derive(Debug, Args)]
 pub struct BalanceArgs {
     #[command(flatten)]
+    pub remote: Remote,
+    #[command(flatten)]
     pub auth: ClientIdOpt,
+}
+
+#[derive(Debug, Args)]
+pub struct LicenseArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    #[command(subcommand)]
+    pub command: LicenseCommand,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum LicenseCommand {
     /// Grants one subscription to a registered login; costs one unit of the plan.
     Issue {
+        /// The plan's slug (a product from `balance`).
         #[arg(long, value_name = "P", value_parser = args::plan_slug)]
         plan: PlanSlug,
+        /// The registered end user who receives the subscription.
         #[arg(long, value_name = "L", value_parser = args::login)]
         login: Login,
         /// Reuse the key a failed run printed to retry it safely; generated when absent.
@@ -45,14 +57,17 @@ pub enum LicenseCommand {
 /// The API key: the client id from `--client-id` / `PARTNER_BILLING_CLIENT_ID`, the secret
 /// from `PARTNER_BILLING_SECRET` alone.
 fn client(base_url: &str, auth: ClientIdOpt) -> Result<PartnerClient> {
-    let client_id = auth.client_id.ok_or_else(|| {
-        usage("no client id: set PARTNER_BILLING_CLIENT_ID or pass --client-id")
-    })?;
+    let client_id = auth
+        .client_id
+        .ok_or_else(|| usage("no client id: set PARTNER_BILLING_CLIENT_ID or pass --client-id"))?;
     let secret = std::env::var("PARTNER_BILLING_SECRET")
         .ok()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| usage("no API secret: set PARTNER_BILLING_SECRET"))?;
-    Ok(PartnerClient::new(base_url, Credentials::new(client_id.as_str(), secret))?)
+    Ok(PartnerClient::new(
+        base_url,
+        Credentials::new(client_id.as_str(), secret),
+    )?)
 }
 
 pub async fn balance(base_url: &str, args: BalanceArgs, out: Output) -> Result<ExitCode> {
@@ -79,19 +94,28 @@ struct IssuedLicense<'a> {
 }
 
 pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
-    let LicenseCommand::Issue { plan, login, idempotency_key, auth } = cmd;
+    let LicenseCommand::Issue {
+        plan,
+        login,
+        idempotency_key,
+        auth,
+    } = cmd;
     let client = client(base_url, auth)?;
     // Chosen here, not in the SDK, so that a failed run can print it for the retry.
     let key = idempotency_key.unwrap_or_else(IdempotencyKey::generate);
-    let issued = match client.issue_license(plan.as_str(), login.as_str(), Some(key.as_str())).await {
+    let issued = match client
+        .issue_license(plan.as_str(), login.as_str(), Some(key.as_str()))
+        .await
+    {
         Ok(issued) => issued,
         Err(err) => {
-            let hint = if err.is_definite() {
-                format!("nothing was charged (idempotency key {key})")
+            let text = err.to_string();
+            let text = text.trim_end_matches('.');
+            return Err(if err.is_definite() {
+                anyhow!("{text} (nothing was charged; idempotency key {key})")
             } else {
-                format!("the outcome is unknown: retry with --idempotency-key {key}")
-            };
-            return Err(anyhow!("{err}; {hint}"));
+                anyhow!("{text}; the outcome is unknown: retry with --idempotency-key {key}")
+            });
         }
     };
     let license = &issued.value;
@@ -111,7 +135,10 @@ pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result
             ("idempotencyKey", issued.idempotency_key.clone()),
         ];
         if issued.replayed {
-            pairs.push(("replayed", "yes: issued before under this key; nothing charged again".to_owned()));
+            pairs.push((
+                "replayed",
+                "yes: issued before under this key; nothing charged again".to_owned(),
+            ));
         }
         fields(&pairs)
     })?;

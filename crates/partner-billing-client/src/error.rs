@@ -23,6 +23,13 @@ pub enum Error {
     /// `400 Request.ValidationFailed`: a malformed body or parameter; `problem.field` names it.
     #[error("Request.ValidationFailed: {}", problem.detail)]
     ValidationFailed { problem: Box<Problem> },
+    /// `413 Request.PayloadTooLarge`: the body is over 16 KiB.
+    #[error("Request.PayloadTooLarge: {}", problem.detail)]
+    PayloadTooLarge { problem: Box<Problem> },
+    /// `404 Request.NotFound` / `405 Request.MethodNotAllowed`: no such route or method; the
+    /// base URL is probably wrong.
+    #[error("{}: {}", problem.code, problem.detail)]
+    NoSuchRoute { problem: Box<Problem> },
     /// `403 Request.BrowserOriginForbidden`: the request carried browser headers.
     #[error("Request.BrowserOriginForbidden: {}", problem.detail)]
     BrowserOriginForbidden { problem: Box<Problem> },
@@ -130,6 +137,8 @@ impl Error {
         let problem = Box::new(problem);
         match code {
             ErrorCode::ValidationFailed => Self::ValidationFailed { problem },
+            ErrorCode::PayloadTooLarge => Self::PayloadTooLarge { problem },
+            ErrorCode::RouteNotFound | ErrorCode::MethodNotAllowed => Self::NoSuchRoute { problem },
             ErrorCode::BrowserOriginForbidden => Self::BrowserOriginForbidden { problem },
             ErrorCode::PanelSessionRequired => Self::PanelSessionRequired { problem },
             ErrorCode::InsufficientQuota => Self::InsufficientQuota { problem },
@@ -164,6 +173,8 @@ impl Error {
     pub fn code(&self) -> Option<ErrorCode> {
         Some(match self {
             Self::ValidationFailed { .. } => ErrorCode::ValidationFailed,
+            Self::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Self::NoSuchRoute { problem } => ErrorCode::parse(&problem.code)?,
             Self::BrowserOriginForbidden { .. } => ErrorCode::BrowserOriginForbidden,
             Self::PanelSessionRequired { .. } => ErrorCode::PanelSessionRequired,
             Self::InsufficientQuota { .. } => ErrorCode::InsufficientQuota,
@@ -195,6 +206,8 @@ impl Error {
     pub fn problem(&self) -> Option<&Problem> {
         match self {
             Self::ValidationFailed { problem }
+            | Self::PayloadTooLarge { problem }
+            | Self::NoSuchRoute { problem }
             | Self::BrowserOriginForbidden { problem }
             | Self::PanelSessionRequired { problem }
             | Self::InsufficientQuota { problem }

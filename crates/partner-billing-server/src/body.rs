@@ -68,11 +68,7 @@ impl<T: Type + DeserializeOwned> ParsePayload for JsonBody<T> {
             .into_bytes_limit(MAX_BODY_BYTES)
             .await
             .map_err(|err| match err {
-                poem::error::ReadBodyError::PayloadTooLarge => ApiError::with_status(
-                    ErrorCode::ValidationFailed,
-                    413,
-                    "The body is larger than 16 KiB.",
-                ),
+                poem::error::ReadBodyError::PayloadTooLarge => ApiError::new(ErrorCode::PayloadTooLarge, "The body is larger than 16 KiB."),
                 _ => ApiError::validation("body", "The body could not be read."),
             })?;
         parse_json(&bytes).map(JsonBody).map_err(Into::into)
@@ -83,6 +79,10 @@ impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwned);
 
 /// Parses a body, reporting the failing field without echoing any value.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would also accept a struct written as an array; the API takes objects only.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::validation("body", "The body must be a JSON object."));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
@@ -104,7 +104,15 @@ fn describe(path: &str, err: &serde_json::Error) -> ApiError {
         let field = quoted().unwrap_or_else(|| "body".to_owned());
         return ApiError::validation(field.clone(), format!("`{field}` is not a field of this request."));
     }
-    let field = if path == "." || path == "?" || path.is_empty() { "body".to_owned() } else { path.to_owned() };
+    let syntax = matches!(
+        err.classify(),
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+    );
+    let field = if syntax || path == "." || path == "?" || path.is_empty() {
+        "body".to_owned()
+    } else {
+        path.to_owned()
+    };
     let detail = match err.classify() {
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             "The body is not valid JSON.".to_owned()

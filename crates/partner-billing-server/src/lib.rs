@@ -16,7 +16,6 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use poem::endpoint::BoxEndpoint;
-use poem::http::StatusCode;
 use poem::listener::TcpAcceptor;
 use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, Server};
 use poem_openapi::{OpenApiService, Tags};
@@ -136,16 +135,14 @@ fn error_response(err: poem::Error) -> Response {
         return ApiError::validation(field.unwrap_or_else(|| "body".to_owned()), "The request is malformed.")
             .into_response();
     }
-    match err.status() {
-        StatusCode::NOT_FOUND if !err.has_source() || err.is::<poem::error::NotFoundError>() => {
-            ApiError::with_status(ErrorCode::ValidationFailed, 404, "No such resource.").into_response()
-        }
-        StatusCode::METHOD_NOT_ALLOWED => {
-            ApiError::with_status(ErrorCode::ValidationFailed, 405, "Method not allowed on this path.")
-                .into_response()
-        }
-        _ => err.into_response(),
+    if err.is::<poem::error::NotFoundError>() {
+        return ApiError::new(ErrorCode::RouteNotFound, "No such resource.").into_response();
     }
+    if err.is::<poem::error::MethodNotAllowedError>() {
+        return ApiError::new(ErrorCode::MethodNotAllowed, "Method not allowed on this path.")
+            .into_response();
+    }
+    err.into_response()
 }
 
 /// One line per request: method, path, status, time. Never headers or bodies.

@@ -237,6 +237,9 @@ pub struct Problem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     ValidationFailed,
+    PayloadTooLarge,
+    RouteNotFound,
+    MethodNotAllowed,
     BrowserOriginForbidden,
     PanelSessionRequired,
     InsufficientQuota,
@@ -259,8 +262,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 22] = [
         Self::ValidationFailed,
+        Self::PayloadTooLarge,
+        Self::RouteNotFound,
+        Self::MethodNotAllowed,
         Self::BrowserOriginForbidden,
         Self::PanelSessionRequired,
         Self::InsufficientQuota,
@@ -285,6 +291,9 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ValidationFailed => "Request.ValidationFailed",
+            Self::PayloadTooLarge => "Request.PayloadTooLarge",
+            Self::RouteNotFound => "Request.NotFound",
+            Self::MethodNotAllowed => "Request.MethodNotAllowed",
             Self::BrowserOriginForbidden => "Request.BrowserOriginForbidden",
             Self::PanelSessionRequired => "Reseller.PanelSessionRequired",
             Self::InsufficientQuota => "Reseller.InsufficientQuota",
@@ -315,6 +324,9 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             Self::ValidationFailed => 400,
+            Self::PayloadTooLarge => 413,
+            Self::RouteNotFound => 404,
+            Self::MethodNotAllowed => 405,
             Self::BrowserOriginForbidden | Self::PanelSessionRequired => 403,
             Self::InsufficientQuota => 402,
             Self::UnknownPlan | Self::UnknownLogin | Self::IdempotencyKeyReused => 422,
@@ -334,6 +346,9 @@ impl ErrorCode {
     pub fn title(self) -> &'static str {
         match self {
             Self::ValidationFailed => "The request is malformed",
+            Self::PayloadTooLarge => "The request body is too large",
+            Self::RouteNotFound => "No such resource",
+            Self::MethodNotAllowed => "Method not allowed",
             Self::BrowserOriginForbidden => "Browser requests are not accepted",
             Self::PanelSessionRequired => "A panel session is required",
             Self::InsufficientQuota => "Not enough quota",

@@ -1,0 +1,361 @@
+//! Runs the built `partner-billing` binary against a fresh SQLite file, through the operator
+//! commands whose syntax is a stable contract (DESIGN.md §11).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("pb-cli-test-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Cli {
+    database_url: String,
+}
+
+impl Cli {
+    fn new(dir: &Path) -> Self {
+        Self {
+            database_url: format!("sqlite://{}", dir.join("billing.db").display()),
+        }
+    }
+
+    /// Runs `partner-billing admin --database-url … <args>` with `stdin` piped in.
+    fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_partner-billing"));
+        command
+            .arg("admin")
+            .arg("--database-url")
+            .arg(&self.database_url)
+            .args(args);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("PARTNER_BILLING_") {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn partner-billing");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("wait for partner-billing")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, "")
+    }
+
+    /// Runs with `--json`, expects success and exactly one JSON object on stdout.
+    fn json(&self, args: &[&str]) -> Value {
+        self.json_with_stdin(args, "")
+    }
+
+    fn json_with_stdin(&self, args: &[&str], stdin: &str) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.run_with_stdin(&all, stdin);
+        assert_success(&out, args);
+        one_json_object(&out.stdout)
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn assert_success(out: &Output, args: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{args:?} failed ({:?}): stdout {:?} stderr {:?}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// stdout holds one JSON object and nothing else.
+fn one_json_object(stdout: &[u8]) -> Value {
+    let stdout = text(stdout);
+    let mut stream = serde_json::Deserializer::from_str(&stdout).into_iter::<Value>();
+    let value = stream.next().expect("a JSON value").expect("valid JSON");
+    assert!(
+        stream.next().is_none(),
+        "more than one JSON value: {stdout:?}"
+    );
+    assert!(value.is_object(), "not an object: {stdout:?}");
+    value
+}
+
+/// A failure: non-zero exit, nothing on stdout, one `error: ` line on stderr.
+fn assert_one_line_error(out: &Output, expected: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "expected failure, got stdout {:?}",
+        text(&out.stdout)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "stdout on failure: {:?}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "stderr is not one line: {stderr:?}"
+    );
+    assert!(stderr.starts_with("error: "), "{stderr:?}");
+    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
+    stderr
+}
+
+#[test]
+fn operator_workflow_through_the_binary() {
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.0);
+
+    // Plans.
+    let plan = cli.json(&[
+        "plan",
+        "create",
+        "--slug",
+        "pro",
+        "--name",
+        "Pro",
+        "--duration-days",
+        "30",
+        "--redemptions-per-code",
+        "2",
+        "--code-validity-days",
+        "90",
+    ]);
+    assert_eq!(plan["slug"], "pro");
+    assert_eq!(plan["durationDays"], 30);
+    assert_eq!(plan["redemptionsPerCode"], 2);
+    assert_eq!(plan["codeValidityDays"], 90);
+    let out = cli.run(&["plan", "create", "--slug", "basic", "--name", "Basic"]);
+    assert_success(&out, &["plan create basic"]);
+    assert!(text(&out.stdout).contains("basic"));
+    let plans = cli.json(&["plan", "list"]);
+    let slugs: Vec<&str> = plans["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["slug"].as_str().unwrap())
+        .collect();
+    assert_eq!(slugs, ["basic", "pro"]);
+    assert_eq!(plans["plans"][0]["durationDays"], Value::Null);
+    assert_eq!(plans["plans"][0]["redemptionsPerCode"], 1);
+    assert_eq!(plans["plans"][0]["codeValidityDays"], 365);
+    assert_one_line_error(
+        &cli.run(&["plan", "create", "--slug", "pro", "--name", "Again"]),
+        "already exists",
+    );
+
+    // Users: idempotent, and says whether the login was new.
+    assert_eq!(
+        cli.json(&["user", "add", "--login", "alice@example.com"])["created"],
+        true
+    );
+    assert_eq!(
+        cli.json(&["user", "add", "--login", "alice@example.com"])["created"],
+        false
+    );
+
+    // A reseller, with the password on stdin; it is never printed.
+    let password = "correct horse battery";
+    let created = cli.json_with_stdin(
+        &["reseller", "create", "--name", "Acme", "--password-stdin"],
+        &format!("{password}\n"),
+    );
+    let client_id = created["clientId"].as_str().expect("clientId").to_owned();
+    assert!(
+        client_id.starts_with("rsc_") && client_id.len() == 28,
+        "{client_id}"
+    );
+    assert_eq!(created.as_object().unwrap().len(), 1);
+    let shown = cli.json(&["reseller", "show", "--client-id", &client_id]);
+    assert_eq!(shown["name"], "Acme");
+    assert_eq!(shown["standing"], "good");
+    assert!(!shown.to_string().contains(password));
+    let listed = cli.json(&["reseller", "list"]);
+    assert_eq!(listed["resellers"].as_array().unwrap().len(), 1);
+
+    // Quota and ledger.
+    let balance = cli.json(&[
+        "quota",
+        "credit",
+        "--client-id",
+        &client_id,
+        "--plan",
+        "pro",
+        "--units",
+        "10",
+        "--reason",
+        "initial order",
+    ]);
+    assert_eq!(
+        balance,
+        serde_json::json!({ "productSlug": "pro", "remainingBalance": 10 })
+    );
+    let balance = cli.json(&[
+        "quota",
+        "credit",
+        "--client-id",
+        &client_id,
+        "--plan",
+        "basic",
+        "--units",
+        "3",
+        "--reason",
+        "trial",
+    ]);
+    assert_eq!(balance["remainingBalance"], 3);
+    let ledger = cli.json(&["quota", "ledger", "--client-id", &client_id]);
+    let entries = ledger["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["kind"], "credit");
+    assert_eq!(entries[0]["delta"], 10);
+    assert_eq!(entries[0]["reason"], "initial order");
+    let ledger = cli.json(&[
+        "quota",
+        "ledger",
+        "--client-id",
+        &client_id,
+        "--plan",
+        "basic",
+    ]);
+    assert_eq!(ledger["entries"].as_array().unwrap().len(), 1);
+    let out = cli.run(&["quota", "ledger", "--client-id", &client_id]);
+    assert_success(&out, &["quota ledger (text)"]);
+    assert!(text(&out.stdout).contains("initial order"));
+
+    // Standing.
+    assert_eq!(
+        cli.json(&["reseller", "suspend", "--client-id", &client_id])["standing"],
+        "suspended"
+    );
+    assert_eq!(
+        cli.json(&["reseller", "show", "--client-id", &client_id])["standing"],
+        "suspended"
+    );
+    assert_eq!(
+        cli.json(&["reseller", "reinstate", "--client-id", &client_id])["standing"],
+        "good"
+    );
+    let changed = cli.json_with_stdin(
+        &[
+            "reseller",
+            "set-password",
+            "--client-id",
+            &client_id,
+            "--password-stdin",
+        ],
+        "another long password\n",
+    );
+    assert_eq!(changed["clientId"], client_id.as_str());
+
+    // Keys: none yet.
+    let keys = cli.json(&["key", "list", "--client-id", &client_id]);
+    assert_eq!(keys, serde_json::json!({ "apiKeys": [] }));
+
+    // Audit.
+    let out = cli.run(&["audit", "verify"]);
+    assert_success(&out, &["audit verify"]);
+    let report = cli.json(&["audit", "verify"]);
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["balancesChecked"], 2);
+    assert_eq!(report["discrepancies"], serde_json::json!([]));
+
+    // `--json` is accepted before and after the subcommand.
+    let out = cli.run(&["plan", "list", "--json"]);
+    assert_success(&out, &["plan list --json"]);
+    assert_eq!(one_json_object(&out.stdout), plans);
+}
+
+#[test]
+fn errors_are_one_line_and_non_zero() {
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.0);
+    let unknown = "rsc_000000000000000000000000";
+
+    for args in [
+        vec!["reseller", "show", "--client-id", unknown],
+        vec!["reseller", "suspend", "--client-id", unknown],
+        vec!["key", "list", "--client-id", unknown],
+        vec!["quota", "ledger", "--client-id", unknown],
+    ] {
+        let out = cli.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_one_line_error(&out, "reseller not found");
+        let mut json_args = vec!["--json"];
+        json_args.extend(&args);
+        assert_one_line_error(&cli.run(&json_args), "reseller not found");
+    }
+
+    let out = cli.run(&[
+        "quota",
+        "credit",
+        "--client-id",
+        unknown,
+        "--plan",
+        "pro",
+        "--units",
+        "1",
+        "--reason",
+        "x",
+    ]);
+    assert_one_line_error(&out, "not found");
+
+    // Usage errors: exit 2, still one line.
+    let out = cli.run(&["reseller", "show", "--client-id", "not-a-client-id"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&out, "--client-id");
+    let out = cli.run(&["plan", "create", "--name", "No slug"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&out, "--slug");
+    let out = cli.run(&["reseller", "create", "--name", "Acme"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&out, "--password-stdin");
+
+    // A password: missing on stdin, or too short; never echoed.
+    let out = cli.run(&["reseller", "create", "--name", "Acme", "--password-stdin"]);
+    assert_one_line_error(&out, "stdin");
+    let out = cli.run_with_stdin(
+        &["reseller", "create", "--name", "Acme", "--password-stdin"],
+        "short1\n",
+    );
+    let stderr = assert_one_line_error(&out, "password");
+    assert!(!stderr.contains("short1"), "{stderr}");
+    assert_eq!(
+        cli.json(&["reseller", "list"])["resellers"],
+        serde_json::json!([])
+    );
+}

@@ -1,0 +1,84 @@
+//! Browsers are refused before credentials are looked at; no response carries CORS headers.
+
+use partner_billing_tests::{Db, TestApp, both_databases};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+both_databases!(browser_requests_are_refused_and_charge_nothing, no_response_carries_cors_headers);
+
+async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 3).await;
+    for (i, (name, value)) in [
+        ("Origin", "https://shop.example"),
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Sec-Fetch-Mode", "cors"),
+        ("Origin", "null"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let response = app
+            .partner(Method::POST, "/v1/billing/partner/licenses", &r)
+            .header(name, value)
+            .json(&json!({"planSlug":"pro","login":"alice","idempotencyKey":format!("browser-{i:03}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "{name}");
+        let problem: Value = response.json().await.unwrap();
+        assert_eq!(problem["code"], "Request.BrowserOriginForbidden");
+        // Before credentials: even without any key the answer is 403, not 401.
+        let anonymous = app.http.get(app.url("/v1/billing/partner/balances")).header(name, value).send().await.unwrap();
+        assert_eq!(anonymous.status(), 403, "{name} without credentials");
+    }
+    assert_eq!(app.balance(&r, "pro").await, Some(3));
+    // The panel refuses cross-site requests.
+    let response = app
+        .http
+        .post(app.url("/v1/billing/resellers/sessions"))
+        .header("Origin", "https://evil.example")
+        .json(&json!({"clientId": r.client_id, "password": r.password}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let response = app
+        .http
+        .post(app.url("/v1/billing/resellers/sessions"))
+        .header("Sec-Fetch-Site", "cross-site")
+        .json(&json!({"clientId": r.client_id, "password": r.password}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    app.stop().await;
+}
+
+async fn no_response_carries_cors_headers(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let token = app.session(&r.client_id, &r.password).await;
+    let requests = vec![
+        app.http.get(app.url("/healthz")),
+        app.http.get(app.url("/openapi.json")),
+        app.http.get(app.url("/docs")),
+        app.http.get(app.url("/nope")),
+        app.http.request(Method::OPTIONS, app.url("/v1/billing/partner/licenses")).header("Origin", "https://x.example").header("Access-Control-Request-Method", "POST"),
+        app.http.request(Method::OPTIONS, app.url("/v1/billing/resellers/me")),
+        app.http.get(app.url("/v1/billing/partner/balances")),
+        app.partner(Method::GET, "/v1/billing/partner/balances", &r),
+        app.partner(Method::GET, "/v1/billing/partner/balances", &r).header("Origin", "https://x.example"),
+        app.http.get(app.url("/v1/billing/resellers/me")).bearer_auth(&token),
+        app.http.get(app.url("/v1/billing/resellers/me/api-keys")).bearer_auth(&token),
+    ];
+    for request in requests {
+        let response = request.send().await.unwrap();
+        let cors: Vec<_> = response.headers().keys().filter(|k| k.as_str().starts_with("access-control-")).collect();
+        assert!(cors.is_empty(), "{} carries {cors:?}", response.url());
+    }
+    app.stop().await;
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests: the real server, driven over HTTP, on SQLite and (with
+//! `PARTNER_BILLING_TEST_POSTGRES_URL`) PostgreSQL.
+
+mod auth;
+mod browser;
+mod concurrency;
+mod hygiene;
+mod keys;
+mod licenses;
