@@ -28,7 +28,9 @@ impl Db {
         match std::env::var("PARTNER_BILLING_TEST_POSTGRES_URL") {
             Ok(url) if !url.is_empty() => Some(Self::Postgres(url)),
             _ => {
-                eprintln!("PARTNER_BILLING_TEST_POSTGRES_URL is not set: PostgreSQL scenario skipped");
+                eprintln!(
+                    "PARTNER_BILLING_TEST_POSTGRES_URL is not set: PostgreSQL scenario skipped"
+                );
                 None
             }
         }
@@ -45,16 +47,46 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
         }
         Db::Postgres(admin_url) => {
             use sqlx::Connection;
+            drop_leftover_databases(admin_url).await;
             let name = format!("pbt_{}", uuid::Uuid::new_v4().simple());
-            let mut conn = sqlx::PgConnection::connect(admin_url).await.expect("PostgreSQL reachable");
+            let mut conn = sqlx::PgConnection::connect(admin_url)
+                .await
+                .expect("PostgreSQL reachable");
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                 .execute(&mut conn)
                 .await
                 .expect("create test database");
-            let base = admin_url.rsplit_once('/').map(|(b, _)| b).unwrap_or(admin_url);
+            let base = admin_url
+                .rsplit_once('/')
+                .map(|(b, _)| b)
+                .unwrap_or(admin_url);
             (format!("{base}/{name}"), None)
         }
     }
+}
+
+/// Drops the test databases of earlier runs, once per process, before this run creates any.
+async fn drop_leftover_databases(admin_url: &str) {
+    use sqlx::Connection;
+    static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    DONE.get_or_init(|| async {
+        let mut conn = sqlx::PgConnection::connect(admin_url)
+            .await
+            .expect("PostgreSQL reachable");
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'pbt\\_%'")
+                .fetch_all(&mut conn)
+                .await
+                .expect("list test databases");
+        for name in names {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
+            .execute(&mut conn)
+            .await;
+        }
+    })
+    .await;
 }
 
 /// A temporary directory removed on drop.
@@ -107,13 +139,21 @@ impl TestApp {
     pub async fn spawn(db: &Db) -> Self {
         logs::install();
         let (database_url, dir) = fresh_database(db).await;
-        let store = Store::connect(&database_url, Clock::system()).await.expect("store connects");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let store = Store::connect(&database_url, Clock::system())
+            .await
+            .expect("store connects");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let base_url = format!("http://{}", listener.local_addr().expect("address"));
         let (tx, rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(partner_billing_server::serve(listener, store.clone(), async {
-            let _ = rx.await;
-        }));
+        let server = tokio::spawn(partner_billing_server::serve(
+            listener,
+            store.clone(),
+            async {
+                let _ = rx.await;
+            },
+        ));
         Self {
             base_url,
             database_url,
@@ -137,7 +177,9 @@ impl TestApp {
     pub async fn plan_with_days(&self, slug: &str, days: Option<i64>) {
         let slug = PlanSlug::parse("slug", slug).expect("slug");
         let plan = NewPlan::new(slug, "Test plan", days, None, None).expect("plan");
-        plans::create_plan(&self.store, plan).await.expect("create plan");
+        plans::create_plan(&self.store, plan)
+            .await
+            .expect("create plan");
     }
 
     /// Registers an end-user login.
@@ -150,9 +192,13 @@ impl TestApp {
     /// Creates a reseller, logs in to the panel over HTTP and creates one API key.
     pub async fn reseller(&self) -> Reseller {
         let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
-        let client_id = accounts::create_reseller(&self.store, "Acme Resale", Password::parse("password", &password).unwrap())
-            .await
-            .expect("create reseller");
+        let client_id = accounts::create_reseller(
+            &self.store,
+            "Acme Resale",
+            Password::parse("password", &password).unwrap(),
+        )
+        .await
+        .expect("create reseller");
         let token = self.session(client_id.as_str(), &password).await;
         let key: serde_json::Value = self
             .http
@@ -202,14 +248,26 @@ impl TestApp {
 
     /// The balance of one plan as the operator sees it (None when never credited).
     pub async fn balance(&self, reseller: &Reseller, plan: &str) -> Option<i64> {
-        let balances = quota::balances_for(&self.store, &ClientId::parse("clientId", &reseller.client_id).unwrap())
-            .await
-            .expect("balances");
-        balances.balances.into_iter().find(|b| b.product_slug == plan).map(|b| b.remaining_balance)
+        let balances = quota::balances_for(
+            &self.store,
+            &ClientId::parse("clientId", &reseller.client_id).unwrap(),
+        )
+        .await
+        .expect("balances");
+        balances
+            .balances
+            .into_iter()
+            .find(|b| b.product_slug == plan)
+            .map(|b| b.remaining_balance)
     }
 
     /// A request builder carrying the reseller's API key in the dedicated headers.
-    pub fn partner(&self, method: reqwest::Method, path: &str, reseller: &Reseller) -> reqwest::RequestBuilder {
+    pub fn partner(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        reseller: &Reseller,
+    ) -> reqwest::RequestBuilder {
         self.http
             .request(method, self.url(path))
             .header("X-Client-Id", &reseller.client_id)
@@ -219,7 +277,11 @@ impl TestApp {
     /// Checks every balance against its ledger.
     pub async fn assert_audit_clean(&self) {
         let report = quota::audit_verify(&self.store).await.expect("audit");
-        assert!(report.discrepancies.is_empty(), "audit found {:?}", report.discrepancies);
+        assert!(
+            report.discrepancies.is_empty(),
+            "audit found {:?}",
+            report.discrepancies
+        );
     }
 
     /// Stops the server, draining requests.

@@ -14,7 +14,10 @@ struct Capture;
 
 impl Write for Capture {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        buffer().lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(bytes);
+        buffer()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(bytes);
         Ok(bytes.len())
     }
 

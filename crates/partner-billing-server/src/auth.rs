@@ -25,11 +25,17 @@ pub struct PresentedKey {
 
 async fn dedicated_headers(req: &Request, client_id: ApiKey) -> Option<PresentedKey> {
     let secret = req.header(CLIENT_SECRET_HEADER)?;
-    Some(PresentedKey { client_id: client_id.key, secret: Secret::from_presented(secret) })
+    Some(PresentedKey {
+        client_id: client_id.key,
+        secret: Secret::from_presented(secret),
+    })
 }
 
 async fn basic_credentials(_req: &Request, basic: Basic) -> Option<PresentedKey> {
-    Some(PresentedKey { client_id: basic.username, secret: Secret::from_presented(basic.password) })
+    Some(PresentedKey {
+        client_id: basic.username,
+        secret: Secret::from_presented(basic.password),
+    })
 }
 
 /// The client id, in `X-Client-Id`; send the secret in `X-Client-Secret` with it.

@@ -61,14 +61,21 @@ impl<T: Type + DeserializeOwned> ParsePayload for JsonBody<T> {
             })
         });
         if !is_json {
-            return Err(ApiError::validation("body", "The body must be JSON (Content-Type: application/json).").into());
+            return Err(ApiError::validation(
+                "body",
+                "The body must be JSON (Content-Type: application/json).",
+            )
+            .into());
         }
         let bytes = body
             .take()?
             .into_bytes_limit(MAX_BODY_BYTES)
             .await
             .map_err(|err| match err {
-                poem::error::ReadBodyError::PayloadTooLarge => ApiError::new(ErrorCode::PayloadTooLarge, "The body is larger than 16 KiB."),
+                poem::error::ReadBodyError::PayloadTooLarge => ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    "The body is larger than 16 KiB.",
+                ),
                 _ => ApiError::validation("body", "The body could not be read."),
             })?;
         parse_json(&bytes).map(JsonBody).map_err(Into::into)
@@ -81,7 +88,10 @@ impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwned);
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde would also accept a struct written as an array; the API takes objects only.
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ApiError::validation("body", "The body must be a JSON object."));
+        return Err(ApiError::validation(
+            "body",
+            "The body must be a JSON object.",
+        ));
     }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
@@ -102,7 +112,10 @@ fn describe(path: &str, err: &serde_json::Error) -> ApiError {
     }
     if message.starts_with("unknown field") {
         let field = quoted().unwrap_or_else(|| "body".to_owned());
-        return ApiError::validation(field.clone(), format!("`{field}` is not a field of this request."));
+        return ApiError::validation(
+            field.clone(),
+            format!("`{field}` is not a field of this request."),
+        );
     }
     let syntax = matches!(
         err.classify(),
@@ -137,14 +150,19 @@ mod tests {
 
     fn field_of(body: &str) -> (String, String) {
         match parse_json::<IssueLicenseRequest>(body.as_bytes()).unwrap_err() {
-            ApiError::Problem { problem, .. } => (problem.field.unwrap_or_default(), problem.detail),
+            ApiError::Problem { problem, .. } => {
+                (problem.field.unwrap_or_default(), problem.detail)
+            }
             ApiError::Unauthorized => panic!("not a problem"),
         }
     }
 
     #[test]
     fn names_the_failing_field() {
-        assert_eq!(field_of(r#"{"planSlug":"pro","idempotencyKey":"12345678"}"#).0, "login");
+        assert_eq!(
+            field_of(r#"{"planSlug":"pro","idempotencyKey":"12345678"}"#).0,
+            "login"
+        );
         assert_eq!(
             field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":"12345678","x":1}"#).0,
             "x"
@@ -155,12 +173,16 @@ mod tests {
         assert!(!detail.contains('5'), "{detail}");
         assert_eq!(field_of("{not json").0, "body");
         assert_eq!(field_of("[]").0, "body");
-        assert_eq!(field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":"12345678"} x"#).0, "body");
+        assert_eq!(
+            field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":"12345678"} x"#).0,
+            "body"
+        );
     }
 
     #[test]
     fn does_not_echo_string_values() {
-        let (_, detail) = field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":["rss_canary"]}"#);
+        let (_, detail) =
+            field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":["rss_canary"]}"#);
         assert!(!detail.contains("canary"), "{detail}");
     }
 }

@@ -56,7 +56,9 @@ fn is_cross_site(req: &Request) -> bool {
     if site.is_some_and(|s| s != "same-origin" && s != "none") {
         return true;
     }
-    let Some(origin) = req.header(header::ORIGIN) else { return false };
+    let Some(origin) = req.header(header::ORIGIN) else {
+        return false;
+    };
     let host = req.header(header::HOST).unwrap_or_default();
     let own = [format!("http://{host}"), format!("https://{host}")];
     host.is_empty() || !own.iter().any(|o| o == origin)

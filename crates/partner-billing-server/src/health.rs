@@ -32,10 +32,15 @@ impl HealthApi {
     #[oai(path = "/healthz", method = "get", operation_id = "health")]
     async fn health(&self, state: Data<&AppState>) -> Result<HealthResponse, ApiError> {
         match state.store.ping().await {
-            Ok(()) => Ok(HealthResponse::Ok(Json(Health { status: "ok".to_owned() }))),
+            Ok(()) => Ok(HealthResponse::Ok(Json(Health {
+                status: "ok".to_owned(),
+            }))),
             Err(err) => {
                 tracing::warn!(error = %err, "health check failed");
-                Err(ApiError::new(ErrorCode::ServiceUnavailable, "The database does not answer."))
+                Err(ApiError::new(
+                    ErrorCode::ServiceUnavailable,
+                    "The database does not answer.",
+                ))
             }
         }
     }

@@ -69,7 +69,10 @@ fn service() -> OpenApiService<Apis, ()> {
 /// credential, so the document declares both as one requirement (or HTTP Basic instead).
 pub fn openapi_document() -> String {
     let mut doc: Value = serde_json::from_str(&service().spec()).expect("poem-openapi emits JSON");
-    if let Some(schemes) = doc.pointer_mut("/components/securitySchemes").and_then(Value::as_object_mut) {
+    if let Some(schemes) = doc
+        .pointer_mut("/components/securitySchemes")
+        .and_then(Value::as_object_mut)
+    {
         schemes.insert(
             "ClientSecret".to_owned(),
             serde_json::json!({
@@ -81,13 +84,40 @@ pub fn openapi_document() -> String {
         );
     }
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
-        for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|p| p.values_mut()) {
+        for operation in paths
+            .values_mut()
+            .filter_map(Value::as_object_mut)
+            .flat_map(|p| p.values_mut())
+        {
             let Some(security) = operation.get_mut("security").and_then(Value::as_array_mut) else {
                 continue;
             };
             for requirement in security.iter_mut().filter_map(Value::as_object_mut) {
                 if requirement.contains_key("ClientId") {
                     requirement.insert("ClientSecret".to_owned(), Value::Array(vec![]));
+                }
+            }
+        }
+    }
+    // Optional members are sent as `null` (e.g. `expiresUtc`), which OpenAPI 3.0 must be told.
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        for schema in schemas.values_mut().filter_map(Value::as_object_mut) {
+            let required: Vec<Value> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            for (name, property) in properties.iter_mut() {
+                let optional = !required.iter().any(|r| r == name.as_str());
+                if let (true, Some(property)) = (optional, property.as_object_mut()) {
+                    property.insert("nullable".to_owned(), Value::Bool(true));
                 }
             }
         }
@@ -102,14 +132,18 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
     let service = service();
     let raw_spec = service.spec();
     let document = openapi_document();
-    let swagger = service.swagger_ui_html().replace(&raw_spec, document.trim_end());
+    let swagger = service
+        .swagger_ui_html()
+        .replace(&raw_spec, document.trim_end());
     let openapi_json = document.clone();
     Route::new()
         .nest("/", service)
         .at(
             "/openapi.json",
             poem::endpoint::make_sync(move |_| {
-                Response::builder().content_type("application/json").body(openapi_json.clone())
+                Response::builder()
+                    .content_type("application/json")
+                    .body(openapi_json.clone())
             }),
         )
         .at(
@@ -126,21 +160,34 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
 /// Maps framework errors (no route, unparsable parameters, missing credentials) to the
 /// service's responses.
 fn error_response(err: poem::Error) -> Response {
-    use poem_openapi::error::{AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError};
+    use poem_openapi::error::{
+        AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError,
+    };
     if err.is::<AuthorizationError>() {
         return unauthorized_response();
     }
-    if err.is::<ParseParamError>() || err.is::<ParseRequestPayloadError>() || err.is::<ContentTypeError>() {
-        let field = err.downcast_ref::<ParseParamError>().map(|e| e.name.to_owned());
-        return ApiError::validation(field.unwrap_or_else(|| "body".to_owned()), "The request is malformed.")
-            .into_response();
+    if err.is::<ParseParamError>()
+        || err.is::<ParseRequestPayloadError>()
+        || err.is::<ContentTypeError>()
+    {
+        let field = err
+            .downcast_ref::<ParseParamError>()
+            .map(|e| e.name.to_owned());
+        return ApiError::validation(
+            field.unwrap_or_else(|| "body".to_owned()),
+            "The request is malformed.",
+        )
+        .into_response();
     }
     if err.is::<poem::error::NotFoundError>() {
         return ApiError::new(ErrorCode::RouteNotFound, "No such resource.").into_response();
     }
     if err.is::<poem::error::MethodNotAllowedError>() {
-        return ApiError::new(ErrorCode::MethodNotAllowed, "Method not allowed on this path.")
-            .into_response();
+        return ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            "Method not allowed on this path.",
+        )
+        .into_response();
     }
     err.into_response()
 }
@@ -173,6 +220,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let acceptor = TcpAcceptor::from_tokio(listener)?;
     Server::new_with_acceptor(acceptor)
-        .run_with_graceful_shutdown(app(AppState { store }), shutdown, Some(Duration::from_secs(10)))
+        .run_with_graceful_shutdown(
+            app(AppState { store }),
+            shutdown,
+            Some(Duration::from_secs(10)),
+        )
         .await
 }

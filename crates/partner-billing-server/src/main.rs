@@ -13,7 +13,11 @@ use partner_billing::store::Store;
 #[command(version, about)]
 struct Args {
     /// Database URL: `sqlite://FILE` (created if missing) or `postgres://…`.
-    #[arg(long, env = "PARTNER_BILLING_DATABASE_URL", default_value = "sqlite://partner-billing.db")]
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_DATABASE_URL",
+        default_value = "sqlite://partner-billing.db"
+    )]
     database_url: String,
     /// Address to listen on.
     #[arg(long, env = "PARTNER_BILLING_LISTEN", default_value = "127.0.0.1:8080")]
@@ -32,7 +36,8 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("PARTNER_BILLING_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("PARTNER_BILLING_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
     let store = Store::connect(&args.database_url, Clock::system())

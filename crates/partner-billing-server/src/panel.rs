@@ -61,9 +61,15 @@ impl PanelApi {
 
     /// The logged-in account.
     #[oai(path = "/me", method = "get", operation_id = "getAccount")]
-    async fn me(&self, state: Data<&AppState>, auth: PanelAuth) -> ApiResult<Json<ResellerAccount>> {
+    async fn me(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+    ) -> ApiResult<Json<ResellerAccount>> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(accounts::account_profile(&state.store, account.account_id).await?))
+        Ok(Json(
+            accounts::account_profile(&state.store, account.account_id).await?,
+        ))
     }
 
     /// Create an API key.
@@ -79,19 +85,30 @@ impl PanelApi {
         body: JsonBody<CreateApiKeyRequest>,
     ) -> ApiResult<CreateApiKeyResponse> {
         let account = auth.verify(&state.store).await?;
-        let key = keys::create_api_key(&state.store, account.account_id, body.0.name.as_deref()).await?;
+        let key =
+            keys::create_api_key(&state.store, account.account_id, body.0.name.as_deref()).await?;
         Ok(CreateApiKeyResponse::Created(Json(key)))
     }
 
     /// Every API key of the account, oldest first, with its last use.
     #[oai(path = "/me/api-keys", method = "get", operation_id = "listApiKeys")]
-    async fn list_api_keys(&self, state: Data<&AppState>, auth: PanelAuth) -> ApiResult<Json<ApiKeyList>> {
+    async fn list_api_keys(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+    ) -> ApiResult<Json<ApiKeyList>> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(keys::list_api_keys(&state.store, account.account_id).await?))
+        Ok(Json(
+            keys::list_api_keys(&state.store, account.account_id).await?,
+        ))
     }
 
     /// Revoke an API key; it is refused from the very next request.
-    #[oai(path = "/me/api-keys/:apiKeyId", method = "delete", operation_id = "revokeApiKey")]
+    #[oai(
+        path = "/me/api-keys/:apiKeyId",
+        method = "delete",
+        operation_id = "revokeApiKey"
+    )]
     async fn revoke_api_key(
         &self,
         state: Data<&AppState>,

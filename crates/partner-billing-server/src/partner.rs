@@ -22,7 +22,10 @@ pub enum IssueLicenseResponse {
     /// The license. On a retry with the same idempotency key, the original license again,
     /// with `Idempotent-Replayed: true` and no second charge.
     #[oai(status = 200)]
-    Ok(Json<License>, #[oai(header = "Idempotent-Replayed")] Option<String>),
+    Ok(
+        Json<License>,
+        #[oai(header = "Idempotent-Replayed")] Option<String>,
+    ),
 }
 
 #[OpenApi(prefix_path = "/v1/billing/partner", tag = "ApiTags::Partner")]
@@ -32,9 +35,15 @@ impl PartnerApi {
     /// Lists every product ever credited to the account, zero balances included, sorted by
     /// slug. Each `productSlug` is valid as `planSlug` in requests.
     #[oai(path = "/balances", method = "get", operation_id = "getBalances")]
-    async fn balances(&self, state: Data<&AppState>, auth: PartnerAuth) -> ApiResult<Json<Balances>> {
+    async fn balances(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+    ) -> ApiResult<Json<Balances>> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(quota::balances(&state.store, account.account_id).await?))
+        Ok(Json(
+            quota::balances(&state.store, account.account_id).await?,
+        ))
     }
 
     /// Issue one subscription directly to a registered end user.

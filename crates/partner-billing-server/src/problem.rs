@@ -21,7 +21,10 @@ pub enum ApiError {
     /// The empty 401: identical for every credential failure.
     Unauthorized,
     /// A problem body.
-    Problem { problem: Problem, retry_after: Option<u64> },
+    Problem {
+        problem: Box<Problem>,
+        retry_after: Option<u64>,
+    },
 }
 
 impl ApiError {
@@ -38,7 +41,7 @@ impl ApiError {
             _ => None,
         };
         Self::Problem {
-            problem: Problem {
+            problem: Box::new(Problem {
                 problem_type: code.type_uri(),
                 title: code.title().to_owned(),
                 status,
@@ -47,7 +50,7 @@ impl ApiError {
                 field: None,
                 order_public_id: None,
                 batch_id: None,
-            },
+            }),
             retry_after,
         }
     }
@@ -66,17 +69,19 @@ impl From<Error> for ApiError {
     fn from(err: Error) -> Self {
         match err {
             Error::Unauthorized => Self::Unauthorized,
-            Error::Validation(invalid) => {
-                Self::validation(invalid.field, format!("`{}` {}", invalid.field, invalid.message))
-            }
+            Error::Validation(invalid) => Self::validation(
+                invalid.field,
+                format!("`{}` {}", invalid.field, invalid.message),
+            ),
             Error::InsufficientQuota => Self::new(
                 ErrorCode::InsufficientQuota,
                 "The balance of this plan is below the cost of the request; nothing was consumed.",
             ),
             Error::UnknownPlan => Self::new(ErrorCode::UnknownPlan, "No plan has this slug."),
-            Error::UnknownLogin => {
-                Self::new(ErrorCode::UnknownLogin, "No end user is registered with this login.")
-            }
+            Error::UnknownLogin => Self::new(
+                ErrorCode::UnknownLogin,
+                "No end user is registered with this login.",
+            ),
             Error::IdempotencyKeyReused => Self::new(
                 ErrorCode::IdempotencyKeyReused,
                 "This idempotency key was used for a different request; choose a new key.",
@@ -89,9 +94,10 @@ impl From<Error> for ApiError {
                 ErrorCode::ApiKeyLimitReached,
                 "Five API keys are already active; revoke one before creating another.",
             ),
-            Error::ApiKeyNotFound => {
-                Self::new(ErrorCode::ApiKeyNotFound, "No API key of this account has this id.")
-            }
+            Error::ApiKeyNotFound => Self::new(
+                ErrorCode::ApiKeyNotFound,
+                "No API key of this account has this id.",
+            ),
             Error::Unavailable(source) => {
                 tracing::warn!(error = %source, "database unavailable");
                 Self::new(
@@ -122,16 +128,21 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {
             Self::Unauthorized => unauthorized_response(),
-            Self::Problem { problem, retry_after } => {
-                let status =
-                    StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            Self::Problem {
+                problem,
+                retry_after,
+            } => {
+                let status = StatusCode::from_u16(problem.status)
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 let body = serde_json::to_vec(&problem).unwrap_or_default();
                 let mut response = Response::builder()
                     .status(status)
                     .content_type(PROBLEM_JSON)
                     .body(body);
                 if let Some(seconds) = retry_after {
-                    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
                 }
                 response
             }
@@ -147,15 +158,36 @@ impl From<ApiError> for poem::Error {
 
 /// The statuses documented for every operation's errors.
 const DOCUMENTED: &[(u16, &str)] = &[
-    (400, "`Request.ValidationFailed`: a malformed body or parameter; `field` names it."),
-    (402, "`Reseller.InsufficientQuota`: the balance is below the cost; nothing consumed."),
-    (403, "`Request.BrowserOriginForbidden` or `Reseller.PanelSessionRequired`."),
+    (
+        400,
+        "`Request.ValidationFailed`: a malformed body or parameter; `field` names it.",
+    ),
+    (
+        402,
+        "`Reseller.InsufficientQuota`: the balance is below the cost; nothing consumed.",
+    ),
+    (
+        403,
+        "`Request.BrowserOriginForbidden` or `Reseller.PanelSessionRequired`.",
+    ),
     (404, "`Reseller.ApiKeyNotFound`, or no such route."),
-    (409, "`Reseller.RequestInProgress` (with `Retry-After`) or `Reseller.ApiKeyLimitReached`."),
+    (
+        409,
+        "`Reseller.RequestInProgress` (with `Retry-After`) or `Reseller.ApiKeyLimitReached`.",
+    ),
     (413, "`Request.PayloadTooLarge`: the body is over 16 KiB."),
-    (422, "`Reseller.UnknownPlan`, `Reseller.UnknownLogin` or `Reseller.IdempotencyKeyReused`."),
-    (500, "`Internal.Error`: the outcome is unknown; retry with the same idempotency key."),
-    (503, "`Service.Unavailable` (with `Retry-After`): the outcome is unknown; retry."),
+    (
+        422,
+        "`Reseller.UnknownPlan`, `Reseller.UnknownLogin` or `Reseller.IdempotencyKeyReused`.",
+    ),
+    (
+        500,
+        "`Internal.Error`: the outcome is unknown; retry with the same idempotency key.",
+    ),
+    (
+        503,
+        "`Service.Unavailable` (with `Retry-After`): the outcome is unknown; retry.",
+    ),
 ];
 
 impl ApiResponse for ApiError {

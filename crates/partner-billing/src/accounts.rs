@@ -2,8 +2,8 @@
 
 use std::sync::OnceLock;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use rand::rngs::OsRng;
 use serde::Serialize;
 use sqlx::Row;
@@ -70,8 +70,12 @@ async fn verify_password(password: Password, stored: Option<String>) -> Result<b
         });
         let known = stored.is_some();
         let encoded = stored.unwrap_or_else(|| dummy.clone());
-        let Ok(parsed) = PasswordHash::new(&encoded) else { return false };
-        let ok = Argon2::default().verify_password(password.expose().as_bytes(), &parsed).is_ok();
+        let Ok(parsed) = PasswordHash::new(&encoded) else {
+            return false;
+        };
+        let ok = Argon2::default()
+            .verify_password(password.expose().as_bytes(), &parsed)
+            .is_ok();
         ok && known
     })
     .await
@@ -195,7 +199,10 @@ pub async fn create_session(store: &Store, client_id: &str, password: Password) 
     .bind(expires_utc)
     .execute(store.pool())
     .await?;
-    Ok(Session { session_token: token.expose().to_owned(), expires_utc })
+    Ok(Session {
+        session_token: token.expose().to_owned(),
+        expires_utc,
+    })
 }
 
 /// An account authenticated by a panel session.

@@ -18,7 +18,10 @@ impl Clock {
 
     /// Unix seconds, UTC.
     pub fn now_utc(&self) -> i64 {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         i64::try_from(now).unwrap_or(i64::MAX) + self.offset_seconds.load(Ordering::Relaxed)
     }
 

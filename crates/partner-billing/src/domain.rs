@@ -19,7 +19,10 @@ pub struct InvalidField {
 
 impl InvalidField {
     pub fn new(field: &'static str, message: impl Into<String>) -> Self {
-        Self { field, message: message.into() }
+        Self {
+            field,
+            message: message.into(),
+        }
     }
 }
 
@@ -80,7 +83,10 @@ impl PlanSlug {
         if ok {
             Ok(Self(value.to_owned()))
         } else {
-            Err(InvalidField::new(field, "must be 1-64 characters of a-z, 0-9, '.', '_' or '-'"))
+            Err(InvalidField::new(
+                field,
+                "must be 1-64 characters of a-z, 0-9, '.', '_' or '-'",
+            ))
         }
     }
 }
@@ -91,7 +97,10 @@ impl Login {
         if (1..=254).contains(&chars) && !value.chars().any(char::is_control) {
             Ok(Self(value.to_owned()))
         } else {
-            Err(InvalidField::new(field, "must be 1-254 characters without control characters"))
+            Err(InvalidField::new(
+                field,
+                "must be 1-254 characters without control characters",
+            ))
         }
     }
 }
@@ -101,7 +110,10 @@ impl IdempotencyKey {
         if (8..=128).contains(&value.len()) && value.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
             Ok(Self(value.to_owned()))
         } else {
-            Err(InvalidField::new(field, "must be 8-128 visible ASCII characters"))
+            Err(InvalidField::new(
+                field,
+                "must be 8-128 visible ASCII characters",
+            ))
         }
     }
 
@@ -112,9 +124,9 @@ impl IdempotencyKey {
 }
 
 fn parse_prefixed(value: &str, prefix: &str, len: usize) -> bool {
-    value.strip_prefix(prefix).is_some_and(|rest| {
-        rest.len() == len && rest.bytes().all(|b| b.is_ascii_alphanumeric())
-    })
+    value
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.len() == len && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 impl ClientId {
@@ -122,7 +134,10 @@ impl ClientId {
         if parse_prefixed(value, "rsc_", 24) {
             Ok(Self(value.to_owned()))
         } else {
-            Err(InvalidField::new(field, "must be rsc_ followed by 24 letters or digits"))
+            Err(InvalidField::new(
+                field,
+                "must be rsc_ followed by 24 letters or digits",
+            ))
         }
     }
 
@@ -136,7 +151,10 @@ impl ApiKeyId {
         if parse_prefixed(value, "rsk_", 24) {
             Ok(Self(value.to_owned()))
         } else {
-            Err(InvalidField::new(field, "must be rsk_ followed by 24 letters or digits"))
+            Err(InvalidField::new(
+                field,
+                "must be rsk_ followed by 24 letters or digits",
+            ))
         }
     }
 
@@ -248,7 +266,10 @@ pub fn parse_key_name(value: Option<&str>) -> Result<Option<String>, InvalidFiel
         Some(name) if name.chars().count() <= 64 && !name.chars().any(char::is_control) => {
             Ok(Some(name.to_owned()))
         }
-        Some(_) => Err(InvalidField::new("name", "must be at most 64 characters without control characters")),
+        Some(_) => Err(InvalidField::new(
+            "name",
+            "must be at most 64 characters without control characters",
+        )),
     }
 }
 
@@ -315,7 +336,11 @@ mod tests {
     fn generated_identifiers_have_their_documented_shape() {
         assert!(ClientId::parse("c", ClientId::generate().as_str()).is_ok());
         assert!(ApiKeyId::parse("k", ApiKeyId::generate().as_str()).is_ok());
-        for kind in [SecretKind::ApiKey, SecretKind::PanelSession, SecretKind::OperatorToken] {
+        for kind in [
+            SecretKind::ApiKey,
+            SecretKind::PanelSession,
+            SecretKind::OperatorToken,
+        ] {
             let secret = Secret::generate(kind);
             assert!(secret.has_shape(kind), "{kind:?}");
             assert_eq!(secret.expose().len(), 47);

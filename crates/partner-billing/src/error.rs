@@ -75,7 +75,11 @@ impl From<sqlx::Error> for Error {
             sqlx::Error::Database(ref db)
                 if db.code().is_some_and(|c| {
                     // PostgreSQL: connection exceptions, shutdown, too many connections.
-                    c.starts_with("08") || c == "57P01" || c == "57P02" || c == "57P03" || c == "53300"
+                    c.starts_with("08")
+                        || c == "57P01"
+                        || c == "57P02"
+                        || c == "57P03"
+                        || c == "53300"
                 }) =>
             {
                 Self::Unavailable(err)

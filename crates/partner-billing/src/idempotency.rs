@@ -34,7 +34,10 @@ impl Fingerprint {
         for field in fields {
             canonical.push_str(&format!("|{}:{}", field.len(), field));
         }
-        Self { operation, digest: sha256_hex(canonical.as_bytes()) }
+        Self {
+            operation,
+            digest: sha256_hex(canonical.as_bytes()),
+        }
     }
 }
 
@@ -46,7 +49,9 @@ pub(crate) struct Claim {
 
 /// Claims the key in this process, or answers `RequestInProgress`.
 pub(crate) fn claim(store: &Store, account_id: i64, key: &IdempotencyKey) -> Result<Claim> {
-    Ok(Claim { _in_flight: store.claim_in_flight(account_id, key.as_str())? })
+    Ok(Claim {
+        _in_flight: store.claim_in_flight(account_id, key.as_str())?,
+    })
 }
 
 /// Begins the write transaction of a keyed request and looks for an earlier outcome.
@@ -60,12 +65,11 @@ pub(crate) async fn begin(
 ) -> Result<Begun> {
     let mut tx = store.begin_write().await?;
     if store.backend() == Backend::Postgres {
-        let locked: bool = sqlx::query_scalar(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
-        )
-        .bind(format!("{account_id}:{}", key.as_str()))
-        .fetch_one(&mut *tx)
-        .await?;
+        let locked: bool =
+            sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
+                .bind(format!("{account_id}:{}", key.as_str()))
+                .fetch_one(&mut *tx)
+                .await?;
         if !locked {
             return Err(Error::RequestInProgress);
         }
@@ -123,7 +127,11 @@ pub(crate) async fn record(
     .await
     .map_err(|e| {
         // Only reachable if another writer slipped past both locks: treat as in progress.
-        if crate::store::is_unique_violation(&e) { Error::RequestInProgress } else { e.into() }
+        if crate::store::is_unique_violation(&e) {
+            Error::RequestInProgress
+        } else {
+            e.into()
+        }
     })?;
     Ok(())
 }

@@ -137,7 +137,9 @@ pub async fn authenticate_api_key(
     .bind(secret.hash())
     .fetch_optional(store.pool())
     .await?;
-    let Some(row) = row else { return Err(Error::Unauthorized) };
+    let Some(row) = row else {
+        return Err(Error::Unauthorized);
+    };
     let owner: String = row.try_get("client_id")?;
     if !bool::from(owner.as_bytes().ct_eq(client_id.as_bytes())) {
         return Err(Error::Unauthorized);
@@ -171,7 +173,11 @@ pub async fn list_api_keys_for(store: &Store, client_id: &ClientId) -> Result<Ap
 }
 
 /// The operator's revoke, by client id.
-pub async fn revoke_api_key_for(store: &Store, client_id: &ClientId, api_key_id: &str) -> Result<()> {
+pub async fn revoke_api_key_for(
+    store: &Store,
+    client_id: &ClientId,
+    api_key_id: &str,
+) -> Result<()> {
     let account_id = account_id_of(store, client_id).await?;
     revoke_api_key(store, account_id, api_key_id).await
 }

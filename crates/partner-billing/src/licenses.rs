@@ -40,8 +40,7 @@ pub async fn issue_license(
     account: &PartnerAccount,
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
-    let fingerprint =
-        Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()]);
+    let fingerprint = Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()]);
     let claim = idempotency::claim(store, account.account_id, &request.idempotency_key)?;
     let mut tx = match idempotency::begin(
         store,
@@ -55,7 +54,10 @@ pub async fn issue_license(
         Begun::Replay(body) => {
             let value = serde_json::from_str(&body)
                 .map_err(|e| Error::Internal(format!("stored license unreadable: {e}")))?;
-            return Ok(Outcome { value, replayed: true });
+            return Ok(Outcome {
+                value,
+                replayed: true,
+            });
         }
         Begun::Fresh(tx) => tx,
     };
@@ -64,9 +66,17 @@ pub async fn issue_license(
     let now = store.now_utc();
     let license_id = Uuid::new_v4().to_string();
     let actor = format!("api_key:{}", account.api_key_id);
-    let remaining =
-        debit(&mut tx, account.account_id, plan.id, 1, EntryKind::License, &actor, &license_id, now)
-            .await?;
+    let remaining = debit(
+        &mut tx,
+        account.account_id,
+        plan.id,
+        1,
+        EntryKind::License,
+        &actor,
+        &license_id,
+        now,
+    )
+    .await?;
     let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
     sqlx::query(
         "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
@@ -90,9 +100,19 @@ pub async fn issue_license(
     };
     let body = serde_json::to_string(&license)
         .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
-    idempotency::record(&mut tx, account.account_id, &request.idempotency_key, &fingerprint, &body, now)
-        .await?;
+    idempotency::record(
+        &mut tx,
+        account.account_id,
+        &request.idempotency_key,
+        &fingerprint,
+        &body,
+        now,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(client_id = %account.client_id, license_id = %license.license_id, plan = %request.plan, "license issued");
-    Ok(Outcome { value: license, replayed: false })
+    Ok(Outcome {
+        value: license,
+        replayed: false,
+    })
 }

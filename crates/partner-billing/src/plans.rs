@@ -122,7 +122,10 @@ pub(crate) async fn find_plan(tx: &mut Tx, slug: &PlanSlug) -> Result<PlanRow> {
         .fetch_optional(&mut **tx)
         .await?
         .ok_or(Error::UnknownPlan)?;
-    Ok(PlanRow { id: row.try_get("id")?, duration_days: row.try_get("duration_days")? })
+    Ok(PlanRow {
+        id: row.try_get("id")?,
+        duration_days: row.try_get("duration_days")?,
+    })
 }
 
 /// Registers a login; registering it again is a no-op. Returns whether it was new.

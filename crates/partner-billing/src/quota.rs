@@ -54,7 +54,9 @@ pub async fn credit(
     reason: &str,
 ) -> Result<Balance> {
     if !(1..=1_000_000_000).contains(&units) {
-        return Err(crate::domain::InvalidField::new("units", "must be between 1 and 1000000000").into());
+        return Err(
+            crate::domain::InvalidField::new("units", "must be between 1 and 1000000000").into(),
+        );
     }
     if reason.trim().is_empty() || reason.chars().count() > 500 {
         return Err(crate::domain::InvalidField::new("reason", "must be 1-500 characters").into());
@@ -73,11 +75,25 @@ pub async fn credit(
     .fetch_one(&mut *tx)
     .await?;
     let now = store.now_utc();
-    append_entry(&mut tx, account_id, plan_row.id, EntryKind::Credit, units, remaining, "operator", Some(reason), None, now)
-        .await?;
+    append_entry(
+        &mut tx,
+        account_id,
+        plan_row.id,
+        EntryKind::Credit,
+        units,
+        remaining,
+        "operator",
+        Some(reason),
+        None,
+        now,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(client_id = %client_id, plan = %plan, units, "quota credited");
-    Ok(Balance { product_slug: plan.to_string(), remaining_balance: remaining })
+    Ok(Balance {
+        product_slug: plan.to_string(),
+        remaining_balance: remaining,
+    })
 }
 
 /// Debits `units` if the balance covers them, inside the caller's transaction, and writes the
@@ -104,7 +120,19 @@ pub(crate) async fn debit(
     .fetch_optional(&mut **tx)
     .await?;
     let remaining = remaining.ok_or(Error::InsufficientQuota)?;
-    append_entry(tx, account_id, plan_id, kind, -units, remaining, actor, None, Some(reference), now_utc).await?;
+    append_entry(
+        tx,
+        account_id,
+        plan_id,
+        kind,
+        -units,
+        remaining,
+        actor,
+        None,
+        Some(reference),
+        now_utc,
+    )
+    .await?;
     Ok(remaining)
 }
 
@@ -168,7 +196,11 @@ pub async fn balances_for(store: &Store, client_id: &ClientId) -> Result<Balance
 }
 
 /// The ledger of an account, oldest first, optionally for one plan.
-pub async fn ledger(store: &Store, client_id: &ClientId, plan: Option<&PlanSlug>) -> Result<Vec<LedgerEntry>> {
+pub async fn ledger(
+    store: &Store,
+    client_id: &ClientId,
+    plan: Option<&PlanSlug>,
+) -> Result<Vec<LedgerEntry>> {
     let account_id = account_id_of(store, client_id).await?;
     let rows = sqlx::query(
         "SELECT p.slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
@@ -246,7 +278,12 @@ pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
         }
     }
     if orphans > 0 {
-        return Err(Error::Internal(format!("{orphans} ledger entries have no balance")));
+        return Err(Error::Internal(format!(
+            "{orphans} ledger entries have no balance"
+        )));
     }
-    Ok(AuditReport { balances_checked: i64::try_from(rows.len()).unwrap_or(i64::MAX), discrepancies })
+    Ok(AuditReport {
+        balances_checked: i64::try_from(rows.len()).unwrap_or(i64::MAX),
+        discrepancies,
+    })
 }

@@ -69,8 +69,9 @@ impl Store {
             }
             _ => database_url.to_owned(),
         };
-        let options = AnyConnectOptions::from_str(&url)
-            .map_err(|e| Error::Internal(format!("invalid database URL: {}", redact_url_error(&e))))?;
+        let options = AnyConnectOptions::from_str(&url).map_err(|e| {
+            Error::Internal(format!("invalid database URL: {}", redact_url_error(&e)))
+        })?;
         let pool_options = AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT);
         let pool = match backend {
             Backend::Sqlite => {
@@ -90,7 +91,12 @@ impl Store {
                     .connect_with(options)
                     .await?
             }
-            Backend::Postgres => pool_options.max_connections(16).connect_with(options).await?,
+            Backend::Postgres => {
+                pool_options
+                    .max_connections(16)
+                    .connect_with(options)
+                    .await?
+            }
         };
         let migrator = match backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
@@ -100,7 +106,12 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| Error::Internal(format!("migration failed: {e}")))?;
-        Ok(Self { pool, backend, clock, in_flight: Arc::default() })
+        Ok(Self {
+            pool,
+            backend,
+            clock,
+            in_flight: Arc::default(),
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -149,7 +160,10 @@ impl Store {
         if !set.insert(entry.clone()) {
             return Err(Error::RequestInProgress);
         }
-        Ok(InFlightGuard { set: Arc::clone(&self.in_flight), entry })
+        Ok(InFlightGuard {
+            set: Arc::clone(&self.in_flight),
+            entry,
+        })
     }
 }
 
@@ -162,7 +176,10 @@ pub(crate) struct InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.set.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.entry);
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.entry);
     }
 }
 

@@ -13,7 +13,10 @@ use poem_openapi::Object;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(Object))]
-#[cfg_attr(feature = "openapi", oai(rename_all = "camelCase", deny_unknown_fields))]
+#[cfg_attr(
+    feature = "openapi",
+    oai(rename_all = "camelCase", deny_unknown_fields)
+)]
 pub struct IssueLicenseRequest {
     /// The product to grant: a `productSlug` from the balances response.
     #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
@@ -75,7 +78,10 @@ pub struct Balances {
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(Object))]
-#[cfg_attr(feature = "openapi", oai(rename_all = "camelCase", deny_unknown_fields))]
+#[cfg_attr(
+    feature = "openapi",
+    oai(rename_all = "camelCase", deny_unknown_fields)
+)]
 pub struct SessionRequest {
     /// The account's client id (`rsc_…`).
     #[cfg_attr(feature = "openapi", oai(validator(max_length = 64)))]
@@ -119,7 +125,10 @@ impl std::fmt::Debug for Session {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(Object))]
-#[cfg_attr(feature = "openapi", oai(rename_all = "camelCase", deny_unknown_fields))]
+#[cfg_attr(
+    feature = "openapi",
+    oai(rename_all = "camelCase", deny_unknown_fields)
+)]
 pub struct CreateApiKeyRequest {
     /// A label to tell keys apart in the panel (at most 64 characters).
     #[cfg_attr(feature = "openapi", oai(validator(max_length = 64)))]
@@ -404,9 +413,15 @@ mod tests {
             created_utc: 0,
         };
         assert!(!format!("{key:?}").contains("canary"));
-        let session = Session { session_token: "rps_canary".into(), expires_utc: 0 };
+        let session = Session {
+            session_token: "rps_canary".into(),
+            expires_utc: 0,
+        };
         assert!(!format!("{session:?}").contains("canary"));
-        let login = SessionRequest { client_id: "rsc_1".into(), password: "canary".into() };
+        let login = SessionRequest {
+            client_id: "rsc_1".into(),
+            password: "canary".into(),
+        };
         assert!(!format!("{login:?}").contains("canary"));
     }
 }

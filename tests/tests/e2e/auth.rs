@@ -6,7 +6,11 @@ use partner_billing::domain::ClientId;
 use partner_billing_tests::{Db, TestApp, both_databases};
 use reqwest::{Method, Response};
 
-both_databases!(every_rejection_is_the_same_empty_401, revocation_suspension_and_reinstatement_act_on_the_next_request, both_credential_forms_authenticate);
+both_databases!(
+    every_rejection_is_the_same_empty_401,
+    revocation_suspension_and_reinstatement_act_on_the_next_request,
+    both_credential_forms_authenticate
+);
 
 const BALANCES: &str = "/v1/billing/partner/balances";
 
@@ -31,7 +35,10 @@ async fn expect_401(response: Response) -> Vec<(String, String)> {
 }
 
 fn basic(user: &str, password: &str) -> String {
-    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
 }
 
 async fn every_rejection_is_the_same_empty_401(db: Db) {
@@ -44,7 +51,10 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         let token = app.session(&r.client_id, &r.password).await;
         let status = app
             .http
-            .delete(app.url(&format!("/v1/billing/resellers/me/api-keys/{}", r.api_key_id)))
+            .delete(app.url(&format!(
+                "/v1/billing/resellers/me/api-keys/{}",
+                r.api_key_id
+            )))
             .bearer_auth(token)
             .send()
             .await
@@ -54,31 +64,63 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         r
     };
     let suspended = app.reseller().await;
-    accounts::set_standing(&app.store, &ClientId::parse("c", &suspended.client_id).unwrap(), Standing::Suspended)
-        .await
-        .unwrap();
+    accounts::set_standing(
+        &app.store,
+        &ClientId::parse("c", &suspended.client_id).unwrap(),
+        Standing::Suspended,
+    )
+    .await
+    .unwrap();
 
     let cases: Vec<(&str, reqwest::RequestBuilder)> = vec![
         ("no credentials", app.http.get(&url)),
-        ("malformed basic header", app.http.get(&url).header("Authorization", "Basic !!!not-base64")),
-        ("bearer instead of key", app.http.get(&url).header("Authorization", "Bearer rss_x")),
-        ("client id without secret", app.http.get(&url).header("X-Client-Id", &a.client_id)),
+        (
+            "malformed basic header",
+            app.http
+                .get(&url)
+                .header("Authorization", "Basic !!!not-base64"),
+        ),
+        (
+            "bearer instead of key",
+            app.http.get(&url).header("Authorization", "Bearer rss_x"),
+        ),
+        (
+            "client id without secret",
+            app.http.get(&url).header("X-Client-Id", &a.client_id),
+        ),
         (
             "unknown client id",
-            app.http.get(&url).header("X-Client-Id", "rsc_000000000000000000000000").header("X-Client-Secret", &a.secret),
+            app.http
+                .get(&url)
+                .header("X-Client-Id", "rsc_000000000000000000000000")
+                .header("X-Client-Secret", &a.secret),
         ),
-        ("wrong secret", app.http.get(&url).header("X-Client-Id", &a.client_id).header("X-Client-Secret", "rss_wrong")),
+        (
+            "wrong secret",
+            app.http
+                .get(&url)
+                .header("X-Client-Id", &a.client_id)
+                .header("X-Client-Secret", "rss_wrong"),
+        ),
         (
             "another account's secret",
-            app.http.get(&url).header("X-Client-Id", &a.client_id).header("X-Client-Secret", &b.secret),
+            app.http
+                .get(&url)
+                .header("X-Client-Id", &a.client_id)
+                .header("X-Client-Secret", &b.secret),
         ),
         (
             "wrong secret over basic",
-            app.http.get(&url).header("Authorization", basic(&a.client_id, "rss_wrong")),
+            app.http
+                .get(&url)
+                .header("Authorization", basic(&a.client_id, "rss_wrong")),
         ),
         (
             "revoked key",
-            app.http.get(&url).header("X-Client-Id", &revoked.client_id).header("X-Client-Secret", &revoked.secret),
+            app.http
+                .get(&url)
+                .header("X-Client-Id", &revoked.client_id)
+                .header("X-Client-Secret", &revoked.secret),
         ),
         (
             "suspended account",
@@ -95,9 +137,17 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         shapes.push((name, expect_401(response).await));
     }
     let first = shapes[0].1.clone();
-    assert!(first.iter().any(|(n, v)| n == "www-authenticate" && v.starts_with("Basic")), "{first:?}");
+    assert!(
+        first
+            .iter()
+            .any(|(n, v)| n == "www-authenticate" && v.starts_with("Basic")),
+        "{first:?}"
+    );
     for (name, headers) in &shapes {
-        assert_eq!(headers, &first, "headers of '{name}' differ from 'no credentials'");
+        assert_eq!(
+            headers, &first,
+            "headers of '{name}' differ from 'no credentials'"
+        );
     }
     // The same for a write: nothing charged.
     app.plan("pro").await;
@@ -121,13 +171,23 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
     let ok = |app: &TestApp, secret: &str| {
-        app.http.get(app.url(BALANCES)).header("X-Client-Id", &r.client_id).header("X-Client-Secret", secret.to_owned()).send()
+        app.http
+            .get(app.url(BALANCES))
+            .header("X-Client-Id", &r.client_id)
+            .header("X-Client-Secret", secret.to_owned())
+            .send()
     };
     assert_eq!(ok(&app, &r.secret).await.unwrap().status(), 200);
 
     let client_id = ClientId::parse("c", &r.client_id).unwrap();
-    accounts::set_standing(&app.store, &client_id, Standing::Suspended).await.unwrap();
-    assert_eq!(ok(&app, &r.secret).await.unwrap().status(), 401, "suspension acts on the next request");
+    accounts::set_standing(&app.store, &client_id, Standing::Suspended)
+        .await
+        .unwrap();
+    assert_eq!(
+        ok(&app, &r.secret).await.unwrap().status(),
+        401,
+        "suspension acts on the next request"
+    );
     // A suspended account cannot log in to the panel either.
     let login = app
         .http
@@ -137,8 +197,14 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
         .await
         .unwrap();
     assert_eq!(login.status(), 401);
-    accounts::set_standing(&app.store, &client_id, Standing::Good).await.unwrap();
-    assert_eq!(ok(&app, &r.secret).await.unwrap().status(), 200, "reinstatement restores access");
+    accounts::set_standing(&app.store, &client_id, Standing::Good)
+        .await
+        .unwrap();
+    assert_eq!(
+        ok(&app, &r.secret).await.unwrap().status(),
+        200,
+        "reinstatement restores access"
+    );
 
     // Rotation: a second key works beside the first; revoking the first stops it at once.
     let token = app.session(&r.client_id, &r.password).await;
@@ -166,17 +232,32 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
         .json()
         .await
         .unwrap();
-    let first = keys["apiKeys"].as_array().unwrap().iter().find(|k| k["apiKeyId"] == r.api_key_id.as_str()).unwrap();
-    assert!(first["lastUsedUtc"].as_i64().is_some(), "lastUsedUtc is kept: {first}");
+    let first = keys["apiKeys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["apiKeyId"] == r.api_key_id.as_str())
+        .unwrap();
+    assert!(
+        first["lastUsedUtc"].as_i64().is_some(),
+        "lastUsedUtc is kept: {first}"
+    );
     let revoke = app
         .http
-        .delete(app.url(&format!("/v1/billing/resellers/me/api-keys/{}", r.api_key_id)))
+        .delete(app.url(&format!(
+            "/v1/billing/resellers/me/api-keys/{}",
+            r.api_key_id
+        )))
         .bearer_auth(&token)
         .send()
         .await
         .unwrap();
     assert_eq!(revoke.status(), 204);
-    assert_eq!(ok(&app, &r.secret).await.unwrap().status(), 401, "revocation acts on the next request");
+    assert_eq!(
+        ok(&app, &r.secret).await.unwrap().status(),
+        401,
+        "revocation acts on the next request"
+    );
     assert_eq!(ok(&app, &second_secret).await.unwrap().status(), 200);
     app.stop().await;
 }
@@ -185,12 +266,21 @@ async fn both_credential_forms_authenticate(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
     app.plan("pro").await;
-    app.credit(&r, "pro", 0 + 2).await;
+    app.credit(&r, "pro", 2).await;
     let via_headers = app.partner(Method::GET, BALANCES, &r).send().await.unwrap();
     assert_eq!(via_headers.status(), 200);
-    let via_basic = app.http.get(app.url(BALANCES)).header("Authorization", basic(&r.client_id, &r.secret)).send().await.unwrap();
+    let via_basic = app
+        .http
+        .get(app.url(BALANCES))
+        .header("Authorization", basic(&r.client_id, &r.secret))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(via_basic.status(), 200);
     let body: serde_json::Value = via_basic.json().await.unwrap();
-    assert_eq!(body, serde_json::json!({"balances":[{"productSlug":"pro","remainingBalance":2}]}));
+    assert_eq!(
+        body,
+        serde_json::json!({"balances":[{"productSlug":"pro","remainingBalance":2}]})
+    );
     app.stop().await;
 }

@@ -4,7 +4,10 @@ use partner_billing_tests::{Db, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-both_databases!(browser_requests_are_refused_and_charge_nothing, no_response_carries_cors_headers);
+both_databases!(
+    browser_requests_are_refused_and_charge_nothing,
+    no_response_carries_cors_headers
+);
 
 async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
     let app = TestApp::spawn(&db).await;
@@ -32,7 +35,13 @@ async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["code"], "Request.BrowserOriginForbidden");
         // Before credentials: even without any key the answer is 403, not 401.
-        let anonymous = app.http.get(app.url("/v1/billing/partner/balances")).header(name, value).send().await.unwrap();
+        let anonymous = app
+            .http
+            .get(app.url("/v1/billing/partner/balances"))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(anonymous.status(), 403, "{name} without credentials");
     }
     assert_eq!(app.balance(&r, "pro").await, Some(3));
@@ -67,17 +76,30 @@ async fn no_response_carries_cors_headers(db: Db) {
         app.http.get(app.url("/openapi.json")),
         app.http.get(app.url("/docs")),
         app.http.get(app.url("/nope")),
-        app.http.request(Method::OPTIONS, app.url("/v1/billing/partner/licenses")).header("Origin", "https://x.example").header("Access-Control-Request-Method", "POST"),
-        app.http.request(Method::OPTIONS, app.url("/v1/billing/resellers/me")),
+        app.http
+            .request(Method::OPTIONS, app.url("/v1/billing/partner/licenses"))
+            .header("Origin", "https://x.example")
+            .header("Access-Control-Request-Method", "POST"),
+        app.http
+            .request(Method::OPTIONS, app.url("/v1/billing/resellers/me")),
         app.http.get(app.url("/v1/billing/partner/balances")),
         app.partner(Method::GET, "/v1/billing/partner/balances", &r),
-        app.partner(Method::GET, "/v1/billing/partner/balances", &r).header("Origin", "https://x.example"),
-        app.http.get(app.url("/v1/billing/resellers/me")).bearer_auth(&token),
-        app.http.get(app.url("/v1/billing/resellers/me/api-keys")).bearer_auth(&token),
+        app.partner(Method::GET, "/v1/billing/partner/balances", &r)
+            .header("Origin", "https://x.example"),
+        app.http
+            .get(app.url("/v1/billing/resellers/me"))
+            .bearer_auth(&token),
+        app.http
+            .get(app.url("/v1/billing/resellers/me/api-keys"))
+            .bearer_auth(&token),
     ];
     for request in requests {
         let response = request.send().await.unwrap();
-        let cors: Vec<_> = response.headers().keys().filter(|k| k.as_str().starts_with("access-control-")).collect();
+        let cors: Vec<_> = response
+            .headers()
+            .keys()
+            .filter(|k| k.as_str().starts_with("access-control-"))
+            .collect();
         assert!(cors.is_empty(), "{} carries {cors:?}", response.url());
     }
     app.stop().await;

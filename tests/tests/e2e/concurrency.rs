@@ -5,7 +5,10 @@ use partner_billing_tests::{Db, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-both_databases!(fifty_requests_with_one_key_charge_once, forty_distinct_keys_against_five_units);
+both_databases!(
+    fifty_requests_with_one_key_charge_once,
+    forty_distinct_keys_against_five_units
+);
 
 const LICENSES: &str = "/v1/billing/partner/licenses";
 
@@ -41,10 +44,21 @@ async fn fifty_requests_with_one_key_charge_once(db: Db) {
     }
     assert!(!licenses.is_empty());
     assert_eq!(licenses.len() + in_progress, 50);
-    assert!(licenses.iter().all(|l| l == &licenses[0]), "every 200 is the same license");
+    assert!(
+        licenses.iter().all(|l| l == &licenses[0]),
+        "every 200 is the same license"
+    );
     assert_eq!(app.balance(&r, "pro").await, Some(9), "one unit charged");
     // After the storm the key replays.
-    let replay: Value = app.partner(Method::POST, LICENSES, &r).json(&body).send().await.unwrap().json().await.unwrap();
+    let replay: Value = app
+        .partner(Method::POST, LICENSES, &r)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(replay, licenses[0]);
     let ledger = partner_billing::quota::ledger(
         &app.store,
@@ -65,12 +79,15 @@ async fn forty_distinct_keys_against_five_units(db: Db) {
     app.user("alice").await;
     app.credit(&r, "pro", 5).await;
     let requests = (0..40).map(|i| {
-        let request = app
-            .partner(Method::POST, LICENSES, &r)
-            .json(&json!({"planSlug":"pro","login":"alice","idempotencyKey":format!("distinct-{i:04}")}));
+        let request = app.partner(Method::POST, LICENSES, &r).json(
+            &json!({"planSlug":"pro","login":"alice","idempotencyKey":format!("distinct-{i:04}")}),
+        );
         tokio::spawn(async move {
             let response = request.send().await.unwrap();
-            (response.status().as_u16(), response.json::<Value>().await.unwrap())
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
         })
     });
     let (mut ok, mut refused) = (0, 0);

@@ -4,7 +4,12 @@
 use partner_billing_client::{Credentials, Error, PanelClient, PartnerClient, RetryPolicy};
 use partner_billing_tests::{Db, TestApp, both_databases};
 
-both_databases!(five_keys_allowed_sixth_refused_and_revoke_frees_a_slot, concurrent_creations_cannot_pass_the_cap, keys_of_another_account_are_not_found, api_keys_cannot_use_the_panel);
+both_databases!(
+    five_keys_allowed_sixth_refused_and_revoke_frees_a_slot,
+    concurrent_creations_cannot_pass_the_cap,
+    keys_of_another_account_are_not_found,
+    api_keys_cannot_use_the_panel
+);
 
 async fn panel(app: &TestApp, client_id: &str, password: &str) -> PanelClient {
     let mut panel = PanelClient::new(&app.base_url).unwrap();
@@ -18,17 +23,29 @@ async fn five_keys_allowed_sixth_refused_and_revoke_frees_a_slot(db: Db) {
     let panel = panel(&app, &r.client_id, &r.password).await;
     let mut created = Vec::new();
     for i in 0..4 {
-        created.push(panel.create_api_key(Some(&format!("key {i}"))).await.unwrap());
+        created.push(
+            panel
+                .create_api_key(Some(&format!("key {i}")))
+                .await
+                .unwrap(),
+        );
     }
     for key in &created {
         assert!(key.secret.starts_with("rss_") && key.api_key_id.starts_with("rsk_"));
         assert_eq!(key.client_id, r.client_id);
     }
     let sixth = panel.create_api_key(Some("sixth")).await.unwrap_err();
-    assert!(matches!(sixth, Error::ApiKeyLimitReached { .. }), "{sixth:?}");
+    assert!(
+        matches!(sixth, Error::ApiKeyLimitReached { .. }),
+        "{sixth:?}"
+    );
     assert_eq!(sixth.status(), Some(409));
     let list = panel.list_api_keys().await.unwrap();
-    assert_eq!(list.api_keys.len(), 5, "nothing created by the refused request");
+    assert_eq!(
+        list.api_keys.len(),
+        5,
+        "nothing created by the refused request"
+    );
     assert!(list.api_keys.iter().all(|k| k.status == "active"));
 
     panel.revoke_api_key(&created[0].api_key_id).await.unwrap();
@@ -36,15 +53,26 @@ async fn five_keys_allowed_sixth_refused_and_revoke_frees_a_slot(db: Db) {
     panel.revoke_api_key(&created[0].api_key_id).await.unwrap();
     let replacement = panel.create_api_key(None).await.unwrap();
     let list = panel.list_api_keys().await.unwrap();
-    let revoked = list.api_keys.iter().find(|k| k.api_key_id == created[0].api_key_id).unwrap();
+    let revoked = list
+        .api_keys
+        .iter()
+        .find(|k| k.api_key_id == created[0].api_key_id)
+        .unwrap();
     assert_eq!(revoked.status, "revoked");
     assert!(revoked.revoked_utc.is_some());
-    assert!(list.api_keys.iter().any(|k| k.api_key_id == replacement.api_key_id && k.status == "active"));
+    assert!(
+        list.api_keys
+            .iter()
+            .any(|k| k.api_key_id == replacement.api_key_id && k.status == "active")
+    );
     // The new key works, the revoked one does not.
     let fresh = PartnerClient::new(&app.base_url, Credentials::from(&replacement)).unwrap();
     fresh.balances().await.unwrap();
     let old = PartnerClient::new(&app.base_url, Credentials::from(&created[0])).unwrap();
-    assert!(matches!(old.balances().await.unwrap_err(), Error::Unauthorized));
+    assert!(matches!(
+        old.balances().await.unwrap_err(),
+        Error::Unauthorized
+    ));
     app.stop().await;
 }
 
@@ -70,7 +98,14 @@ async fn concurrent_creations_cannot_pass_the_cap(db: Db) {
         }
     }
     assert_eq!((ok, refused), (1, 9));
-    let active = panel.list_api_keys().await.unwrap().api_keys.iter().filter(|k| k.status == "active").count();
+    let active = panel
+        .list_api_keys()
+        .await
+        .unwrap()
+        .api_keys
+        .iter()
+        .filter(|k| k.status == "active")
+        .count();
     assert_eq!(active, 5);
     app.stop().await;
 }
@@ -83,10 +118,14 @@ async fn keys_of_another_account_are_not_found(db: Db) {
     let err = panel_b.revoke_api_key(&a.api_key_id).await.unwrap_err();
     assert!(matches!(err, Error::ApiKeyNotFound { .. }), "{err:?}");
     assert_eq!(err.status(), Some(404));
-    let err = panel_b.revoke_api_key("rsk_000000000000000000000000").await.unwrap_err();
+    let err = panel_b
+        .revoke_api_key("rsk_000000000000000000000000")
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::ApiKeyNotFound { .. }), "{err:?}");
     // A's key still works and is not listed for B.
-    let client_a = PartnerClient::new(&app.base_url, Credentials::new(&a.client_id, &a.secret)).unwrap();
+    let client_a =
+        PartnerClient::new(&app.base_url, Credentials::new(&a.client_id, &a.secret)).unwrap();
     client_a.balances().await.unwrap();
     let listed = panel_b.list_api_keys().await.unwrap();
     assert!(listed.api_keys.iter().all(|k| k.api_key_id != a.api_key_id));
@@ -99,12 +138,26 @@ async fn api_keys_cannot_use_the_panel(db: Db) {
     let r = app.reseller().await;
     let paths = [
         (reqwest::Method::GET, "/v1/billing/resellers/me".to_owned()),
-        (reqwest::Method::GET, "/v1/billing/resellers/me/api-keys".to_owned()),
-        (reqwest::Method::POST, "/v1/billing/resellers/me/api-keys".to_owned()),
-        (reqwest::Method::DELETE, format!("/v1/billing/resellers/me/api-keys/{}", r.api_key_id)),
+        (
+            reqwest::Method::GET,
+            "/v1/billing/resellers/me/api-keys".to_owned(),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/billing/resellers/me/api-keys".to_owned(),
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/v1/billing/resellers/me/api-keys/{}", r.api_key_id),
+        ),
     ];
     for (method, path) in paths {
-        let response = app.partner(method.clone(), &path, &r).json(&serde_json::json!({})).send().await.unwrap();
+        let response = app
+            .partner(method.clone(), &path, &r)
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 403, "{method} {path}");
         let problem: serde_json::Value = response.json().await.unwrap();
         assert_eq!(problem["code"], "Reseller.PanelSessionRequired");
@@ -120,7 +173,11 @@ async fn api_keys_cannot_use_the_panel(db: Db) {
         .json()
         .await
         .unwrap();
-    assert_eq!(keys["apiKeys"].as_array().unwrap().len(), 1, "nothing created or revoked by the API key");
+    assert_eq!(
+        keys["apiKeys"].as_array().unwrap().len(),
+        1,
+        "nothing created or revoked by the API key"
+    );
     assert_eq!(keys["apiKeys"][0]["status"], "active");
     app.stop().await;
 }

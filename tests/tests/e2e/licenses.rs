@@ -6,7 +6,11 @@ use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-both_databases!(issue_replay_and_reuse, refusals_change_nothing, validation_failures_change_nothing);
+both_databases!(
+    issue_replay_and_reuse,
+    refusals_change_nothing,
+    validation_failures_change_nothing
+);
 
 const LICENSES: &str = "/v1/billing/partner/licenses";
 
@@ -25,16 +29,36 @@ async fn issue_replay_and_reuse(db: Db) {
     app.credit(&r, "basic", 1).await;
 
     let body = json!({"planSlug":"pro","login":"alice@example.com","idempotencyKey":"order-0001"});
-    let first = app.partner(Method::POST, LICENSES, &r).json(&body).send().await.unwrap();
+    let first = app
+        .partner(Method::POST, LICENSES, &r)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(first.status(), 200);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let license: Value = first.json().await.unwrap();
     let keys: Vec<&str> = {
-        let mut k: Vec<&str> = license.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut k: Vec<&str> = license
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         k.sort_unstable();
         k
     };
-    assert_eq!(keys, ["createdUtc", "expiresUtc", "licenseId", "login", "planSlug", "remainingBalance"]);
+    assert_eq!(
+        keys,
+        [
+            "createdUtc",
+            "expiresUtc",
+            "licenseId",
+            "login",
+            "planSlug",
+            "remainingBalance"
+        ]
+    );
     assert!(uuid::Uuid::parse_str(license["licenseId"].as_str().unwrap()).is_ok());
     assert_eq!(license["planSlug"], "pro");
     assert_eq!(license["login"], "alice@example.com");
@@ -43,7 +67,12 @@ async fn issue_replay_and_reuse(db: Db) {
     assert_eq!(license["expiresUtc"].as_i64(), Some(created + 30 * 86_400));
 
     // Replay: identical body, flagged, no charge.
-    let replay = app.partner(Method::POST, LICENSES, &r).json(&body).send().await.unwrap();
+    let replay = app
+        .partner(Method::POST, LICENSES, &r)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(replay.status(), 200);
     assert_eq!(replay.headers().get("idempotent-replayed").unwrap(), "true");
     assert_eq!(replay.json::<Value>().await.unwrap(), license);
@@ -54,7 +83,12 @@ async fn issue_replay_and_reuse(db: Db) {
         json!({"planSlug":"pro","login":"bob","idempotencyKey":"order-0001"}),
         json!({"planSlug":"basic","login":"alice@example.com","idempotencyKey":"order-0001"}),
     ] {
-        let response = app.partner(Method::POST, LICENSES, &r).json(&other).send().await.unwrap();
+        let response = app
+            .partner(Method::POST, LICENSES, &r)
+            .json(&other)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 422);
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["code"], "Reseller.IdempotencyKeyReused");
@@ -64,15 +98,25 @@ async fn issue_replay_and_reuse(db: Db) {
 
     // Through the SDK: a plan without subscription length has a null expiry.
     let sdk = client(&app, &r);
-    let issued = sdk.issue_license("basic", "bob", Some("order-0002")).await.unwrap();
+    let issued = sdk
+        .issue_license("basic", "bob", Some("order-0002"))
+        .await
+        .unwrap();
     assert!(!issued.replayed);
     assert_eq!(issued.value.expires_utc, None);
     assert_eq!(issued.value.remaining_balance, 0);
-    let again = sdk.issue_license("basic", "bob", Some("order-0002")).await.unwrap();
+    let again = sdk
+        .issue_license("basic", "bob", Some("order-0002"))
+        .await
+        .unwrap();
     assert!(again.replayed);
     assert_eq!(again.value, issued.value);
     let balances = sdk.balances().await.unwrap();
-    let listed: Vec<(String, i64)> = balances.balances.into_iter().map(|b| (b.product_slug, b.remaining_balance)).collect();
+    let listed: Vec<(String, i64)> = balances
+        .balances
+        .into_iter()
+        .map(|b| (b.product_slug, b.remaining_balance))
+        .collect();
     assert_eq!(listed, [("basic".to_owned(), 0), ("pro".to_owned(), 2)]);
     app.assert_audit_clean().await;
     app.stop().await;
@@ -87,13 +131,22 @@ async fn refusals_change_nothing(db: Db) {
     app.credit(&r, "pro", 2).await;
     let sdk = client(&app, &r);
 
-    let err = sdk.issue_license("nope", "alice", Some("refusal-01")).await.unwrap_err();
+    let err = sdk
+        .issue_license("nope", "alice", Some("refusal-01"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::UnknownPlan { .. }), "{err:?}");
     assert_eq!(err.status(), Some(422));
-    let err = sdk.issue_license("pro", "mallory", Some("refusal-02")).await.unwrap_err();
+    let err = sdk
+        .issue_license("pro", "mallory", Some("refusal-02"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::UnknownLogin { .. }), "{err:?}");
     assert_eq!(err.status(), Some(422));
-    let err = sdk.issue_license("never-credited", "alice", Some("refusal-03")).await.unwrap_err();
+    let err = sdk
+        .issue_license("never-credited", "alice", Some("refusal-03"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::InsufficientQuota { .. }), "{err:?}");
     assert_eq!(err.status(), Some(402));
     assert_eq!(app.balance(&r, "pro").await, Some(2));
@@ -101,7 +154,10 @@ async fn refusals_change_nothing(db: Db) {
 
     // A refusal is not stored: the same key runs again once the login exists.
     app.user("mallory").await;
-    let issued = sdk.issue_license("pro", "mallory", Some("refusal-02")).await.unwrap();
+    let issued = sdk
+        .issue_license("pro", "mallory", Some("refusal-02"))
+        .await
+        .unwrap();
     assert!(!issued.replayed);
     assert_eq!(app.balance(&r, "pro").await, Some(1));
     app.assert_audit_clean().await;
@@ -128,19 +184,59 @@ async fn validation_failures_change_nothing(db: Db) {
     let cases: Vec<(&str, String, u16, &str)> = vec![
         ("missing planSlug", without("planSlug"), 400, "planSlug"),
         ("missing login", without("login"), 400, "login"),
-        ("missing idempotencyKey", without("idempotencyKey"), 400, "idempotencyKey"),
-        ("key of 7", with("idempotencyKey", json!("1234567")), 400, "idempotencyKey"),
-        ("key of 129", with("idempotencyKey", json!("k".repeat(129))), 400, "idempotencyKey"),
-        ("key with a space", with("idempotencyKey", json!("has a space")), 400, "idempotencyKey"),
+        (
+            "missing idempotencyKey",
+            without("idempotencyKey"),
+            400,
+            "idempotencyKey",
+        ),
+        (
+            "key of 7",
+            with("idempotencyKey", json!("1234567")),
+            400,
+            "idempotencyKey",
+        ),
+        (
+            "key of 129",
+            with("idempotencyKey", json!("k".repeat(129))),
+            400,
+            "idempotencyKey",
+        ),
+        (
+            "key with a space",
+            with("idempotencyKey", json!("has a space")),
+            400,
+            "idempotencyKey",
+        ),
         ("wrong type", with("login", json!(42)), 400, "login"),
         ("null", with("planSlug", Value::Null), 400, "planSlug"),
-        ("bad slug", with("planSlug", json!("Pro Plan")), 400, "planSlug"),
+        (
+            "bad slug",
+            with("planSlug", json!("Pro Plan")),
+            400,
+            "planSlug",
+        ),
         ("empty login", with("login", json!("")), 400, "login"),
-        ("control char in login", with("login", json!("al\u{7}ice")), 400, "login"),
-        ("unknown field", with("clientId", json!("rsc_000000000000000000000000")), 400, "clientId"),
+        (
+            "control char in login",
+            with("login", json!("al\u{7}ice")),
+            400,
+            "login",
+        ),
+        (
+            "unknown field",
+            with("clientId", json!("rsc_000000000000000000000000")),
+            400,
+            "clientId",
+        ),
         ("malformed JSON", "{\"planSlug\":".to_owned(), 400, "body"),
         ("not an object", "[1,2]".to_owned(), 400, "body"),
-        ("oversized body", with("login", json!("a".repeat(20_000))), 413, ""),
+        (
+            "oversized body",
+            with("login", json!("a".repeat(20_000))),
+            413,
+            "",
+        ),
     ];
     for (name, body, status, field) in cases {
         let response = app
@@ -151,7 +247,11 @@ async fn validation_failures_change_nothing(db: Db) {
             .await
             .unwrap();
         assert_eq!(response.status().as_u16(), status, "{name}");
-        assert_eq!(response.headers()["content-type"], "application/problem+json", "{name}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json",
+            "{name}"
+        );
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["status"], status, "{name}");
         if status == 400 {
@@ -164,7 +264,13 @@ async fn validation_failures_change_nothing(db: Db) {
         assert_eq!(app.balance(&r, "pro").await, Some(5), "{name} charged");
     }
     // Wrong content type.
-    let response = app.partner(Method::POST, LICENSES, &r).header("Content-Type", "text/plain").body(valid.to_string()).send().await.unwrap();
+    let response = app
+        .partner(Method::POST, LICENSES, &r)
+        .header("Content-Type", "text/plain")
+        .body(valid.to_string())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 400);
     assert_eq!(app.balance(&r, "pro").await, Some(5));
     app.assert_audit_clean().await;

@@ -1,0 +1,42 @@
+//! The committed OpenAPI document must match the code: integrators generate clients from it.
+
+use std::path::PathBuf;
+
+fn committed_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../openapi/partner-billing.json")
+}
+
+#[test]
+fn committed_openapi_document_matches_the_code() {
+    let generated = partner_billing_server::openapi_document();
+    if std::env::var_os("UPDATE_OPENAPI").is_some() {
+        std::fs::write(committed_path(), &generated).expect("write openapi/partner-billing.json");
+        return;
+    }
+    let committed = std::fs::read_to_string(committed_path()).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "openapi/partner-billing.json is out of date with the code. Regenerate it with:\n\n    \
+         UPDATE_OPENAPI=1 cargo test -p partner-billing-server --test openapi\n\n\
+         (or: cargo run -p partner-billing-server -- --print-openapi > openapi/partner-billing.json)"
+    );
+}
+
+#[test]
+fn partner_operations_require_both_headers_or_basic() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&partner_billing_server::openapi_document()).unwrap();
+    let security = &doc["paths"]["/v1/billing/partner/licenses"]["post"]["security"];
+    assert_eq!(
+        security,
+        &serde_json::json!([{"ClientId": [], "ClientSecret": []}, {"Basic": []}])
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["ClientSecret"]["name"],
+        "X-Client-Secret"
+    );
+    assert_eq!(
+        doc["components"]["schemas"]["License"]["properties"]["expiresUtc"]["nullable"],
+        true
+    );
+}
