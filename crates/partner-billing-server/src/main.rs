@@ -39,6 +39,7 @@ async fn main() -> anyhow::Result<()> {
             EnvFilter::try_from_env("PARTNER_BILLING_LOG")
                 .unwrap_or_else(|_| EnvFilter::new("info")),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let store = Store::connect(&args.database_url, Clock::system())
         .await

@@ -3,6 +3,7 @@
 
 mod auth;
 mod browser;
+mod cli;
 mod concurrency;
 mod hygiene;
 mod keys;

@@ -1,0 +1,300 @@
+//! The README walkthrough, end to end with the real binaries: an empty database to a first
+//! license using only the `partner-billing` CLI against a running `partner-billing-server`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+
+use partner_billing_tests::{Db, TempDir, both_databases, fresh_database};
+use serde_json::Value;
+
+both_databases!(readme_walkthrough);
+
+/// A binary of the workspace, beside this test executable's directory.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo test --workspace` (it builds every binary)",
+        path.display()
+    );
+    path
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the server on port 0 and reads the address it logs.
+fn start_server(database_url: &str, dir: &TempDir) -> (Server, String) {
+    let mut child = Command::new(binary("partner-billing-server"))
+        .env_clear()
+        .env("PARTNER_BILLING_DATABASE_URL", database_url)
+        .env("PARTNER_BILLING_LISTEN", "127.0.0.1:0")
+        .env("PARTNER_BILLING_LOG", "info")
+        .current_dir(&dir.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start server");
+    let stdout = child.stdout.take().expect("server stdout");
+    let server = Server(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the log until the address shows, then keeps draining it so the server never blocks
+    // on a full pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let plain = strip_ansi(&line);
+            if let Some(rest) = plain.split("address=").nth(1) {
+                let _ = tx.send(
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                );
+            }
+        }
+    });
+    let address = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the server logs its address within a minute");
+    (server, format!("http://{address}"))
+}
+
+/// The log line without terminal colour sequences.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+struct Cli<'a> {
+    database_url: &'a str,
+    base_url: &'a str,
+    dir: &'a TempDir,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Cli<'_> {
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(binary("partner-billing"))
+            .args(args)
+            .env_clear()
+            .env("HOME", &self.dir.path)
+            .env("PARTNER_BILLING_DATABASE_URL", self.database_url)
+            .env("PARTNER_BILLING_BASE_URL", self.base_url)
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .current_dir(&self.dir.path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run cli");
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).expect("write stdin");
+        }
+        drop(input);
+        child.wait_with_output().expect("cli output")
+    }
+
+    fn json(&self, args: &[&str], stdin: Option<&str>) -> Value {
+        let output = self.run(args, stdin);
+        assert!(
+            output.status.success(),
+            "partner-billing {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?} printed no JSON object ({e}): {}",
+                String::from_utf8_lossy(&output.stdout)
+            )
+        })
+    }
+}
+
+async fn readme_walkthrough(db: Db) {
+    let (database_url, sqlite_dir) = fresh_database(&db).await;
+    let dir = sqlite_dir.unwrap_or_default();
+    let (_server, base_url) = start_server(&database_url, &dir);
+    let mut cli = Cli {
+        database_url: &database_url,
+        base_url: &base_url,
+        dir: &dir,
+        env: vec![],
+    };
+    let password = "correct horse battery staple";
+
+    // Operator: a plan, an end user, a reseller and its quota.
+    cli.json(
+        &[
+            "admin",
+            "--json",
+            "plan",
+            "create",
+            "--slug",
+            "pro",
+            "--name",
+            "Pro",
+            "--duration-days",
+            "30",
+        ],
+        None,
+    );
+    cli.json(
+        &[
+            "admin",
+            "--json",
+            "user",
+            "add",
+            "--login",
+            "alice@example.com",
+        ],
+        None,
+    );
+    let reseller = cli.json(
+        &[
+            "admin",
+            "--json",
+            "reseller",
+            "create",
+            "--name",
+            "Acme",
+            "--password-stdin",
+        ],
+        Some(&format!("{password}\n")),
+    );
+    let client_id = reseller["clientId"].as_str().expect("clientId").to_owned();
+    assert!(client_id.starts_with("rsc_"));
+    let credited = cli.json(
+        &[
+            "admin",
+            "--json",
+            "quota",
+            "credit",
+            "--client-id",
+            &client_id,
+            "--plan",
+            "pro",
+            "--units",
+            "10",
+            "--reason",
+            "PO 1234",
+        ],
+        None,
+    );
+    assert_eq!(
+        credited,
+        serde_json::json!({"productSlug": "pro", "remainingBalance": 10})
+    );
+
+    // Reseller: panel login, an API key, a first license.
+    let login = cli.run(
+        &["keys", "login", "--client-id", &client_id],
+        Some(&format!("{password}\n")),
+    );
+    assert!(
+        login.status.success(),
+        "keys login: {}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+    let key = cli.json(&["--json", "keys", "create", "--name", "backend"], None);
+    let secret = key["secret"].as_str().expect("secret").to_owned();
+    cli.env = vec![
+        ("PARTNER_BILLING_CLIENT_ID", client_id.clone()),
+        ("PARTNER_BILLING_SECRET", secret),
+    ];
+    let license = cli.json(
+        &[
+            "--json",
+            "license",
+            "issue",
+            "--plan",
+            "pro",
+            "--login",
+            "alice@example.com",
+            "--idempotency-key",
+            "first-license",
+        ],
+        None,
+    );
+    assert_eq!(license["login"], "alice@example.com");
+    assert_eq!(license["remainingBalance"], 9);
+    // Retrying the same command replays the same license.
+    let again = cli.json(
+        &[
+            "--json",
+            "license",
+            "issue",
+            "--plan",
+            "pro",
+            "--login",
+            "alice@example.com",
+            "--idempotency-key",
+            "first-license",
+        ],
+        None,
+    );
+    assert_eq!(again["licenseId"], license["licenseId"]);
+    let balance = cli.json(&["--json", "balance"], None);
+    assert_eq!(balance["balances"][0]["remainingBalance"], 9, "{balance}");
+    let text = cli.run(&["balance"], None);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("pro"));
+
+    // Errors: one line on stderr, non-zero exit, nothing charged.
+    let refused = cli.run(
+        &["license", "issue", "--plan", "pro", "--login", "nobody"],
+        None,
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("Reseller.UnknownLogin"), "{stderr}");
+
+    // The operator's view: the ledger and a clean audit.
+    let ledger = cli.json(
+        &[
+            "admin",
+            "--json",
+            "quota",
+            "ledger",
+            "--client-id",
+            &client_id,
+        ],
+        None,
+    );
+    assert_eq!(
+        ledger["entries"].as_array().map(Vec::len),
+        Some(2),
+        "{ledger}"
+    );
+    let audit = cli.run(&["admin", "audit", "verify"], None);
+    assert!(
+        audit.status.success(),
+        "audit: {}",
+        String::from_utf8_lossy(&audit.stderr)
+    );
+    cli.env.clear();
+}
