@@ -141,7 +141,8 @@ impl TestApp {
         let (database_url, dir) = fresh_database(db).await;
         let store = Store::connect(&database_url, Clock::system())
             .await
-            .expect("store connects");
+            .expect("store connects")
+            .with_master_key(partner_billing::crypto::MasterKey::generate());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

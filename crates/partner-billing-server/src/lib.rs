@@ -218,12 +218,29 @@ pub async fn serve(
     store: Store,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
+    let purger = tokio::spawn(purge_periodically(store.clone()));
     let acceptor = TcpAcceptor::from_tokio(listener)?;
-    Server::new_with_acceptor(acceptor)
+    let result = Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(
             app(AppState { store }),
             shutdown,
             Some(Duration::from_secs(10)),
         )
-        .await
+        .await;
+    purger.abort();
+    result
+}
+
+/// How often expired promo recovery payloads are deleted.
+const PURGE_INTERVAL: Duration = Duration::from_secs(300);
+
+/// Deletes expired recovery payloads at start and every few minutes.
+async fn purge_periodically(store: Store) {
+    let mut ticks = tokio::time::interval(PURGE_INTERVAL);
+    loop {
+        ticks.tick().await;
+        if let Err(err) = partner_billing::promo::purge_expired(&store).await {
+            tracing::warn!(error = %err, "purge of expired recovery payloads failed");
+        }
+    }
 }

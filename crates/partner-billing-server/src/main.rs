@@ -1,11 +1,14 @@
 //! `partner-billing-server`: the Partner Billing HTTP service.
 #![forbid(unsafe_code)]
 
+use std::path::PathBuf;
+
 use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use partner_billing::clock::Clock;
+use partner_billing::crypto::MasterKey;
 use partner_billing::store::Store;
 
 /// Serve the Partner Billing API.
@@ -22,6 +25,11 @@ struct Args {
     /// Address to listen on.
     #[arg(long, env = "PARTNER_BILLING_LISTEN", default_value = "127.0.0.1:8080")]
     listen: String,
+    /// The master key (32 bytes) for promo-code hashes and recovery payloads. Default:
+    /// `partner-billing.key` beside the SQLite database (or in the working directory), created
+    /// with mode 0600 if missing. A file named here must exist.
+    #[arg(long, env = "PARTNER_BILLING_MASTER_KEY_FILE")]
+    master_key_file: Option<PathBuf>,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -41,9 +49,17 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
+    // The key is checked before anything else: a bad key stops the server now, not at the
+    // first promo request.
+    let (key_path, configured) = match &args.master_key_file {
+        Some(path) => (path.clone(), true),
+        None => (default_master_key_path(&args.database_url), false),
+    };
+    let master_key = MasterKey::load_or_create(&key_path, !configured)?;
     let store = Store::connect(&args.database_url, Clock::system())
         .await
-        .context("cannot open the database")?;
+        .context("cannot open the database")?
+        .with_master_key(master_key);
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -52,6 +68,22 @@ async fn main() -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `partner-billing.key` in the SQLite database's directory, else in the working directory.
+fn default_master_key_path(database_url: &str) -> PathBuf {
+    const NAME: &str = "partner-billing.key";
+    let file = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest));
+    match file
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::parent)
+    {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(NAME),
+        _ => PathBuf::from(NAME),
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

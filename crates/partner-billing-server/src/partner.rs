@@ -5,8 +5,11 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::licenses::{self, IssueLicense};
+use partner_billing::promo::{self, GeneratePromoBatch};
 use partner_billing::quota;
-use partner_billing::wire::{Balances, IssueLicenseRequest, License};
+use partner_billing::wire::{
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch,
+};
 
 use crate::ApiTags;
 use crate::AppState;
@@ -24,6 +27,17 @@ pub enum IssueLicenseResponse {
     #[oai(status = 200)]
     Ok(
         Json<License>,
+        #[oai(header = "Idempotent-Replayed")] Option<String>,
+    ),
+}
+
+#[derive(ApiResponse)]
+pub enum PromoBatchResponse {
+    /// The batch and its plaintext codes. On a retry with the same idempotency key within 72
+    /// hours, the original batch again, with `Idempotent-Replayed: true` and no second charge.
+    #[oai(status = 200)]
+    Ok(
+        Json<PromoBatch>,
         #[oai(header = "Idempotent-Replayed")] Option<String>,
     ),
 }
@@ -63,5 +77,33 @@ impl PartnerApi {
         let outcome = licenses::issue_license(&state.store, &account, request).await?;
         let replayed = outcome.replayed.then(|| "true".to_owned());
         Ok(IssueLicenseResponse::Ok(Json(outcome.value), replayed))
+    }
+
+    /// Generate a batch of promo codes.
+    ///
+    /// The whole batch is charged up front: `count` units, whether or not the codes are ever
+    /// redeemed. A balance below `count` refuses the request whole (402) and consumes nothing.
+    /// If codes cannot be produced the answer is 500 `Reseller.PromoGenerationFailed`: nothing
+    /// charged, nothing issued, and a retry with the same key runs again. After a timeout, retry
+    /// with the same `idempotencyKey`: you get the original codes (for about 72 hours; then 410
+    /// `Reseller.PromoCodesExpired`, never a second charge), or 409 `Reseller.RequestInProgress`
+    /// (wait and retry). Redemptions per code and code validity are set by the operator on the
+    /// plan.
+    #[oai(
+        path = "/promo-batches",
+        method = "post",
+        operation_id = "generatePromoBatch"
+    )]
+    async fn generate_promo_batch(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+        body: JsonBody<GeneratePromoBatchRequest>,
+    ) -> ApiResult<PromoBatchResponse> {
+        let account = auth.verify(&state.store).await?;
+        let request = GeneratePromoBatch::try_from(&body.0)?;
+        let outcome = promo::generate_promo_batch(&state.store, &account, request).await?;
+        let replayed = outcome.replayed.then(|| "true".to_owned());
+        Ok(PromoBatchResponse::Ok(Json(outcome.value), replayed))
     }
 }

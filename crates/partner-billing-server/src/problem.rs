@@ -98,6 +98,24 @@ impl From<Error> for ApiError {
                 ErrorCode::ApiKeyNotFound,
                 "No API key of this account has this id.",
             ),
+            Error::PromoCodesExpired {
+                order_public_id,
+                batch_id,
+            } => {
+                let mut error = Self::new(
+                    ErrorCode::PromoCodesExpired,
+                    "This batch was generated more than 72 hours ago: its codes can no longer be recovered. Nothing was charged.",
+                );
+                if let Self::Problem { problem, .. } = &mut error {
+                    problem.order_public_id = Some(order_public_id);
+                    problem.batch_id = Some(batch_id);
+                }
+                error
+            }
+            Error::PromoGenerationFailed => Self::new(
+                ErrorCode::PromoGenerationFailed,
+                "The codes could not be produced. Nothing was charged and nothing issued; retry with the same idempotency key.",
+            ),
             Error::Unavailable(source) => {
                 tracing::warn!(error = %source, "database unavailable");
                 Self::new(
@@ -174,6 +192,10 @@ const DOCUMENTED: &[(u16, &str)] = &[
     (
         409,
         "`Reseller.RequestInProgress` (with `Retry-After`) or `Reseller.ApiKeyLimitReached`.",
+    ),
+    (
+        410,
+        "`Reseller.PromoCodesExpired`: the batch's codes are past their 72-hour recovery window; `orderPublicId` and `batchId` name it; nothing charged.",
     ),
     (413, "`Request.PayloadTooLarge`: the body is over 16 KiB."),
     (

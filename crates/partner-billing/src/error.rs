@@ -28,6 +28,17 @@ pub enum Error {
     ApiKeyLimitReached,
     #[error("API key not found")]
     ApiKeyNotFound,
+    /// A promo batch was retried after its 72-hour recovery window: the codes are gone for
+    /// good, and nothing is charged again.
+    #[error("promo codes no longer recoverable")]
+    PromoCodesExpired {
+        order_public_id: String,
+        batch_id: String,
+    },
+    /// Codes could not be produced; nothing was charged and a retry with the same key runs
+    /// again.
+    #[error("promo codes could not be generated")]
+    PromoGenerationFailed,
     /// An operator command named something that does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -56,6 +67,8 @@ impl Error {
             Self::RequestInProgress => ErrorCode::RequestInProgress,
             Self::ApiKeyLimitReached => ErrorCode::ApiKeyLimitReached,
             Self::ApiKeyNotFound => ErrorCode::ApiKeyNotFound,
+            Self::PromoCodesExpired { .. } => ErrorCode::PromoCodesExpired,
+            Self::PromoGenerationFailed => ErrorCode::PromoGenerationFailed,
             Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
             Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
                 ErrorCode::InternalError

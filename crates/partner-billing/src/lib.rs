@@ -14,6 +14,8 @@ pub mod accounts;
 #[cfg(feature = "db")]
 pub mod clock;
 #[cfg(feature = "db")]
+pub mod crypto;
+#[cfg(feature = "db")]
 pub mod error;
 #[cfg(feature = "db")]
 pub mod idempotency;
@@ -23,6 +25,8 @@ pub mod keys;
 pub mod licenses;
 #[cfg(feature = "db")]
 pub mod plans;
+#[cfg(feature = "db")]
+pub mod promo;
 #[cfg(feature = "db")]
 pub mod quota;
 #[cfg(feature = "db")]

@@ -114,10 +114,14 @@ pub async fn list_plans(store: &Store) -> Result<Vec<Plan>> {
 pub(crate) struct PlanRow {
     pub id: i64,
     pub duration_days: Option<i64>,
+    pub redemptions_per_code: i64,
+    pub code_validity_days: i64,
 }
 
 pub(crate) async fn find_plan(tx: &mut Tx, slug: &PlanSlug) -> Result<PlanRow> {
-    let row = sqlx::query("SELECT id, duration_days FROM plans WHERE slug = $1")
+    let row = sqlx::query(
+        "SELECT id, duration_days, redemptions_per_code, code_validity_days FROM plans WHERE slug = $1",
+    )
         .bind(slug.as_str())
         .fetch_optional(&mut **tx)
         .await?
@@ -125,6 +129,8 @@ pub(crate) async fn find_plan(tx: &mut Tx, slug: &PlanSlug) -> Result<PlanRow> {
     Ok(PlanRow {
         id: row.try_get("id")?,
         duration_days: row.try_get("duration_days")?,
+        redemptions_per_code: row.try_get("redemptions_per_code")?,
+        code_validity_days: row.try_get("code_validity_days")?,
     })
 }
 

@@ -13,6 +13,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor, Transaction};
 
 use crate::clock::Clock;
+use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
 
 /// Which database a [`Store`] talks to.
@@ -48,6 +49,23 @@ pub struct Store {
     backend: Backend,
     clock: Clock,
     in_flight: Arc<Mutex<HashSet<(i64, String)>>>,
+    master_key: Option<Arc<MasterKey>>,
+    faults: Arc<Mutex<Vec<FaultPoint>>>,
+}
+
+/// Steps of promo generation at which tests can make it fail (feature `fault-injection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// Drawing the random codes.
+    DrawCodes,
+    /// Sealing the recovery payload.
+    SealPayload,
+    /// After the debit, inside the transaction.
+    AfterDebit,
+    /// After the code hashes are inserted.
+    AfterCodes,
+    /// Just before COMMIT.
+    BeforeCommit,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -111,7 +129,42 @@ impl Store {
             backend,
             clock,
             in_flight: Arc::default(),
+            master_key: None,
+            faults: Arc::default(),
         })
+    }
+
+    /// Gives the store the master key that promo codes need.
+    pub fn with_master_key(mut self, key: MasterKey) -> Self {
+        self.master_key = Some(Arc::new(key));
+        self
+    }
+
+    pub(crate) fn master_key(&self) -> Result<&MasterKey> {
+        self.master_key
+            .as_deref()
+            .ok_or_else(|| Error::Internal("no master key configured".to_owned()))
+    }
+
+    /// Makes the next promo generation fail at `point` (once).
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_fault(&self, point: FaultPoint) {
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(point);
+    }
+
+    /// Whether a fault is armed at `point`; consumes it.
+    pub(crate) fn fault(&self, point: FaultPoint) -> bool {
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        match faults.iter().position(|f| *f == point) {
+            Some(index) => {
+                faults.remove(index);
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn backend(&self) -> Backend {

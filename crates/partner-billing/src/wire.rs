@@ -52,6 +52,70 @@ pub struct License {
     pub expires_utc: Option<i64>,
 }
 
+/// `POST /v1/billing/partner/promo-batches`: buy a batch of promo codes, one unit each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(Object))]
+#[cfg_attr(
+    feature = "openapi",
+    oai(rename_all = "camelCase", deny_unknown_fields)
+)]
+pub struct GeneratePromoBatchRequest {
+    /// The product the codes unlock: a `productSlug` from the balances response.
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
+    pub plan_slug: String,
+    /// How many codes (1–1000); each costs one unit, charged now.
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(minimum(value = "1"), maximum(value = "1000")))
+    )]
+    pub count: i64,
+    /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying the same
+    /// batch, to get the same codes back for 72 hours.
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(min_length = 8, max_length = 128, pattern = r"^[!-~]{8,128}$"))
+    )]
+    pub idempotency_key: String,
+}
+
+/// One promo code, redeemable for one subscription.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(Object))]
+#[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+pub struct PromoCode {
+    /// The plaintext code, `XXXX-XXXX-XXXX-XXXX` (Crockford base32). Only its hash is stored.
+    pub code: String,
+}
+
+impl std::fmt::Debug for PromoCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PromoCode([redacted])")
+    }
+}
+
+/// A generated batch. This response is the only place plaintext codes appear; a retry with the
+/// same idempotency key returns it again for about 72 hours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(Object))]
+#[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+pub struct PromoBatch {
+    /// Identifies this batch purchase (uuid).
+    pub order_public_id: String,
+    /// Groups the codes (uuid).
+    pub batch_id: String,
+    /// The product the codes unlock.
+    pub plan_slug: String,
+    /// The codes, each object holding only `code`.
+    pub codes: Vec<PromoCode>,
+    /// Quota for this product after the charge.
+    pub remaining_balance: i64,
+    /// When the batch was generated (Unix seconds, UTC).
+    pub created_utc: i64,
+}
+
 /// The remaining quota of one product.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

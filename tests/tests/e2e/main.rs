@@ -8,3 +8,4 @@ mod concurrency;
 mod hygiene;
 mod keys;
 mod licenses;
+mod promo;

@@ -1,0 +1,217 @@
+//! The master key: HMAC for promo-code lookups and AEAD for the 72-hour recovery payloads.
+//!
+//! Two subkeys are derived from the one master key (HMAC-SHA256 with distinct labels), so the
+//! lookup hashes and the encryption never share key material.
+
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use rand::rngs::OsRng;
+use sha2::Sha256;
+
+/// 32 secret bytes, kept in a file beside the database (mode 0600).
+#[derive(Clone)]
+pub struct MasterKey {
+    lookup: [u8; 32],
+    sealing: [u8; 32],
+}
+
+/// Why the master key could not be used; stops the server at start.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterKeyError {
+    #[error("master key file {path} does not exist")]
+    Missing { path: String },
+    #[error("master key file {path} cannot be read or written: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "master key file {path} is malformed: it must hold 32 bytes (raw, or as 64 hex digits)"
+    )]
+    Malformed { path: String },
+}
+
+/// A recovery payload could not be sealed or opened.
+#[derive(Debug, thiserror::Error)]
+#[error("recovery payload could not be sealed or opened")]
+pub struct SealError;
+
+fn derive(master: &[u8; 32], label: &[u8]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(master).expect("HMAC takes any key length");
+    mac.update(label);
+    mac.finalize().into_bytes().into()
+}
+
+impl MasterKey {
+    fn from_master(master: [u8; 32]) -> Self {
+        Self {
+            lookup: derive(&master, b"partner-billing promo-code lookup v1"),
+            sealing: derive(&master, b"partner-billing recovery payload v1"),
+        }
+    }
+
+    /// A fresh random key (tests, and first start).
+    pub fn generate() -> Self {
+        Self::from_master(random_master())
+    }
+
+    /// Parses a key file's contents: 32 raw bytes, or 64 hex digits.
+    pub fn from_file_contents(bytes: &[u8]) -> Option<Self> {
+        if let Ok(master) = <[u8; 32]>::try_from(bytes) {
+            return Some(Self::from_master(master));
+        }
+        let text = std::str::from_utf8(bytes).ok()?.trim();
+        let decoded = hex::decode(text).ok()?;
+        <[u8; 32]>::try_from(decoded.as_slice())
+            .ok()
+            .map(Self::from_master)
+    }
+
+    /// Reads the key file; when it is missing and `create_if_missing`, writes a new random key
+    /// with mode 0600 first.
+    pub fn load_or_create(path: &Path, create_if_missing: bool) -> Result<Self, MasterKeyError> {
+        let shown = path.display().to_string();
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                Self::from_file_contents(&bytes).ok_or(MasterKeyError::Malformed { path: shown })
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                if !create_if_missing {
+                    return Err(MasterKeyError::Missing { path: shown });
+                }
+                let master = random_master();
+                write_private(path, &master).map_err(|source| MasterKeyError::Io {
+                    path: shown,
+                    source,
+                })?;
+                tracing::info!(path = %path.display(), "created a new master key");
+                Ok(Self::from_master(master))
+            }
+            Err(source) => Err(MasterKeyError::Io {
+                path: shown,
+                source,
+            }),
+        }
+    }
+
+    /// The lookup hash of a normalised promo code: hex HMAC-SHA256.
+    pub fn code_hash(&self, normalised_code: &str) -> String {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.lookup).expect("any key length");
+        mac.update(normalised_code.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// Encrypts with XChaCha20-Poly1305 under a random nonce; `context` is bound as associated
+    /// data. Output: nonce ‖ ciphertext.
+    pub fn seal(&self, plaintext: &[u8], context: &[u8]) -> Result<Vec<u8>, SealError> {
+        let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
+        let mut nonce = [0u8; 24];
+        OsRng.try_fill_bytes(&mut nonce).map_err(|_| SealError)?;
+        let ciphertext = cipher
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad: context,
+                },
+            )
+            .map_err(|_| SealError)?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend_from_slice(&ciphertext);
+        Ok(sealed)
+    }
+
+    /// Decrypts what [`seal`](Self::seal) produced for the same `context`.
+    pub fn open(&self, sealed: &[u8], context: &[u8]) -> Result<Vec<u8>, SealError> {
+        if sealed.len() < 24 {
+            return Err(SealError);
+        }
+        let (nonce, ciphertext) = sealed.split_at(24);
+        let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
+        cipher
+            .decrypt(
+                XNonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: context,
+                },
+            )
+            .map_err(|_| SealError)
+    }
+}
+
+impl fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MasterKey([redacted])")
+    }
+}
+
+fn random_master() -> [u8; 32] {
+    let mut master = [0u8; 32];
+    OsRng.fill_bytes(&mut master);
+    master
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_round_trips_and_binds_context() {
+        let key = MasterKey::generate();
+        let sealed = key.seal(b"codes", b"batch-1").unwrap();
+        assert_eq!(key.open(&sealed, b"batch-1").unwrap(), b"codes");
+        assert!(key.open(&sealed, b"batch-2").is_err());
+        assert!(MasterKey::generate().open(&sealed, b"batch-1").is_err());
+        assert_eq!(format!("{key:?}"), "MasterKey([redacted])");
+    }
+
+    #[test]
+    fn key_files_are_created_private_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("pbk-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("partner-billing.key");
+        assert!(matches!(
+            MasterKey::load_or_create(&path, false),
+            Err(MasterKeyError::Missing { .. })
+        ));
+        let created = MasterKey::load_or_create(&path, true).unwrap();
+        let again = MasterKey::load_or_create(&path, false).unwrap();
+        assert_eq!(created.code_hash("ABC"), again.code_hash("ABC"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+        }
+        std::fs::write(&path, b"too short").unwrap();
+        assert!(matches!(
+            MasterKey::load_or_create(&path, true),
+            Err(MasterKeyError::Malformed { .. })
+        ));
+        std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
+        assert!(MasterKey::load_or_create(&path, false).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
