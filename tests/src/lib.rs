@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod logs;
+pub mod process;
 
 use std::path::PathBuf;
 

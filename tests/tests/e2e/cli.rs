@@ -1,93 +1,14 @@
 //! The README walkthrough, end to end with the real binaries: an empty database to a first
 //! license using only the `partner-billing` CLI against a running `partner-billing-server`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 
+use partner_billing_tests::process::{ServerProcess, binary};
 use partner_billing_tests::{Db, TempDir, both_databases, fresh_database};
 use serde_json::Value;
 
 both_databases!(readme_walkthrough);
-
-/// A binary of the workspace, beside this test executable's directory.
-fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target directory");
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is not built: run `cargo test --workspace` (it builds every binary)",
-        path.display()
-    );
-    path
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the server on port 0 and reads the address it logs.
-fn start_server(database_url: &str, dir: &TempDir) -> (Server, String) {
-    let mut child = Command::new(binary("partner-billing-server"))
-        .env_clear()
-        .env("PARTNER_BILLING_DATABASE_URL", database_url)
-        .env("PARTNER_BILLING_LISTEN", "127.0.0.1:0")
-        .env("PARTNER_BILLING_LOG", "info")
-        .current_dir(&dir.path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start server");
-    let stdout = child.stdout.take().expect("server stdout");
-    let server = Server(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    // Reads the log until the address shows, then keeps draining it so the server never blocks
-    // on a full pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let plain = strip_ansi(&line);
-            if let Some(rest) = plain.split("address=").nth(1) {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-            }
-        }
-    });
-    let address = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the server logs its address within a minute");
-    (server, format!("http://{address}"))
-}
-
-/// The log line without terminal colour sequences.
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 
 struct Cli<'a> {
     database_url: &'a str,
@@ -138,7 +59,8 @@ impl Cli<'_> {
 async fn readme_walkthrough(db: Db) {
     let (database_url, sqlite_dir) = fresh_database(&db).await;
     let dir = sqlite_dir.unwrap_or_default();
-    let (_server, base_url) = start_server(&database_url, &dir);
+    let server = ServerProcess::start(&database_url, &dir.path, &[]);
+    let base_url = server.base_url.clone();
     let mut cli = Cli {
         database_url: &database_url,
         base_url: &base_url,

@@ -1,0 +1,114 @@
+//! The real binaries as child processes: the server on port 0, and the CLI.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A binary of the workspace, in the target directory above this test executable.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo test --workspace` (it builds every binary)",
+        path.display()
+    );
+    path
+}
+
+/// A running `partner-billing-server`; killed on drop.
+pub struct ServerProcess {
+    child: Child,
+    pub base_url: String,
+}
+
+impl ServerProcess {
+    /// Starts the server on 127.0.0.1:0 with `env` (plus a database URL) in `dir`, and waits
+    /// for the address it logs.
+    pub fn start(database_url: &str, dir: &Path, env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(binary("partner-billing-server"))
+            .env_clear()
+            .env("PARTNER_BILLING_DATABASE_URL", database_url)
+            .env("PARTNER_BILLING_LISTEN", "127.0.0.1:0")
+            .env("PARTNER_BILLING_LOG", "info")
+            .envs(env.iter().copied())
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start server");
+        let stdout = child.stdout.take().expect("server stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads the log until the address shows, then keeps draining it so the server never
+        // blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = strip_ansi(&line).split("address=").nth(1) {
+                    let _ = tx.send(
+                        rest.split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    );
+                }
+            }
+        });
+        let mut server = Self {
+            child,
+            base_url: String::new(),
+        };
+        let address = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server logs its address within a minute");
+        server.base_url = format!("http://{address}");
+        server
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the process to exit.
+    pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -TERM failed");
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A log line without terminal colour sequences.
+pub fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
