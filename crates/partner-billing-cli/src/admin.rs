@@ -9,7 +9,7 @@ use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::{ApiKeyId, ClientId, Login, Password, PlanSlug};
 use partner_billing::plans::{self, NewPlan};
 use partner_billing::store::Store;
-use partner_billing::{clock::Clock, keys, quota};
+use partner_billing::{clock::Clock, keys, promo, quota};
 use serde_json::json;
 
 use crate::args;
@@ -54,6 +54,9 @@ pub enum AdminCommand {
     /// Consistency checks.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Drops the expired recovery payloads: the encrypted plaintext codes of promo batches
+    /// past their 72-hour recovery window.
+    Purge,
 }
 
 #[derive(Debug, Subcommand)]
@@ -224,6 +227,12 @@ async fn dispatch(
         AdminCommand::Quota(cmd) => quota_cmd(store, cmd, out).await?,
         AdminCommand::Key(cmd) => key(store, cmd, out).await?,
         AdminCommand::Audit(AuditCommand::Verify) => return audit(store, out).await,
+        AdminCommand::Purge => {
+            let purged = promo::purge_expired(store).await?;
+            out.emit(&json!({ "purged": purged }), || {
+                format!("purged {purged} expired recovery payloads")
+            })?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

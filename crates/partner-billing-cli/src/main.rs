@@ -1,5 +1,6 @@
 //! `partner-billing`: operator administration (`admin …`, on the database through the core
-//! library) and reseller commands (`balance`, `license issue`, `keys …`, through the SDK).
+//! library) and reseller commands (`balance`, `license issue`, `promo generate`, `keys …`,
+//! through the SDK).
 //!
 //! Exit status: 0 on success; 2 for a usage error (bad flags or values); 1 for anything else.
 //! Every failure prints exactly one line on stderr, starting with `error: `.
@@ -11,6 +12,7 @@ mod input;
 mod keys;
 mod output;
 mod partner;
+mod promo;
 mod session;
 
 use std::process::ExitCode;
@@ -51,6 +53,8 @@ enum Command {
     Balance(partner::BalanceArgs),
     /// Licenses (API key from the environment).
     License(partner::LicenseArgs),
+    /// Promo codes (API key from the environment).
+    Promo(promo::PromoArgs),
     /// Manages the account's API keys through a reseller panel session.
     Keys(keys::KeysArgs),
 }
@@ -78,6 +82,10 @@ fn main() -> ExitCode {
             Command::License(args) => {
                 let base_url = args.remote.resolve(cli.base_url);
                 partner::license(&base_url, args.command, out).await
+            }
+            Command::Promo(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                promo::run(&base_url, args.command, out).await
             }
             Command::Keys(args) => {
                 let base_url = args.remote.resolve(cli.base_url);

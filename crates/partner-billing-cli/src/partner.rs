@@ -1,4 +1,5 @@
-//! Reseller commands with an API key: `balance` and `license issue`, through the SDK.
+//! Reseller commands with an API key: `balance` and `license issue`, through the SDK
+//! (`promo generate` lives in `promo.rs`).
 
 use std::process::ExitCode;
 
@@ -56,7 +57,7 @@ pub enum LicenseCommand {
 
 /// The API key: the client id from `--client-id` / `PARTNER_BILLING_CLIENT_ID`, the secret
 /// from `PARTNER_BILLING_SECRET` alone.
-fn client(base_url: &str, auth: ClientIdOpt) -> Result<PartnerClient> {
+pub(crate) fn client(base_url: &str, auth: ClientIdOpt) -> Result<PartnerClient> {
     let client_id = auth
         .client_id
         .ok_or_else(|| usage("no client id: set PARTNER_BILLING_CLIENT_ID or pass --client-id"))?;
@@ -93,6 +94,21 @@ struct IssuedLicense<'a> {
     replayed: bool,
 }
 
+/// A failed write as one line that carries the idempotency key: for an unknown outcome, how to
+/// retry it without a second charge.
+pub(crate) fn write_failure(
+    err: &partner_billing_client::Error,
+    key: &IdempotencyKey,
+) -> anyhow::Error {
+    let text = err.to_string();
+    let text = text.trim_end_matches('.');
+    if err.is_definite() {
+        anyhow!("{text} (nothing was charged; idempotency key {key})")
+    } else {
+        anyhow!("{text}; the outcome is unknown: retry with --idempotency-key {key}")
+    }
+}
+
 pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
     let LicenseCommand::Issue {
         plan,
@@ -108,15 +124,7 @@ pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result
         .await
     {
         Ok(issued) => issued,
-        Err(err) => {
-            let text = err.to_string();
-            let text = text.trim_end_matches('.');
-            return Err(if err.is_definite() {
-                anyhow!("{text} (nothing was charged; idempotency key {key})")
-            } else {
-                anyhow!("{text}; the outcome is unknown: retry with --idempotency-key {key}")
-            });
-        }
+        Err(err) => return Err(write_failure(&err, &key)),
     };
     let license = &issued.value;
     let shown = IssuedLicense {

@@ -62,8 +62,9 @@ pub enum Error {
     /// `404 Reseller.ApiKeyNotFound`: no such key on this account.
     #[error("Reseller.ApiKeyNotFound: {}", problem.detail)]
     ApiKeyNotFound { problem: Box<Problem> },
-    /// `410 Reseller.PromoCodesExpired`: a batch retried after its recovery window; the problem
-    /// names `orderPublicId` and `batchId`. Nothing was charged again.
+    /// `410 Reseller.PromoCodesExpired`: a batch retried after its recovery window (about 72
+    /// hours); its plaintext codes are gone for good while its quota stays spent. The batch is
+    /// named by `problem.order_public_id` and `problem.batch_id`. Nothing was charged again.
     #[error("Reseller.PromoCodesExpired: {}", problem.detail)]
     PromoCodesExpired { problem: Box<Problem> },
     /// `500 Reseller.PromoGenerationFailed`: no codes were produced and nothing was charged; a

@@ -1,8 +1,9 @@
-//! Rust SDK for Partner Billing: spend a reseller's prepaid quota on licenses, read balances,
-//! and manage API keys through the reseller panel.
+//! Rust SDK for Partner Billing: spend a reseller's prepaid quota on licenses and promo codes,
+//! read balances, and manage API keys through the reseller panel.
 //!
-//! - [`PartnerClient`]: the partner endpoints, authenticated with an API key
-//!   ([`Credentials`]: client id + secret, sent as `X-Client-Id` / `X-Client-Secret`).
+//! - [`PartnerClient`]: the partner endpoints (balances, licenses, promo batches), authenticated
+//!   with an API key ([`Credentials`]: client id + secret, sent as `X-Client-Id` /
+//!   `X-Client-Secret`).
 //! - [`PanelClient`]: the panel endpoints, authenticated with a session opened by the account's
 //!   password; creates, lists and revokes API keys.
 //! - [`Error`]: one variant per API error code, plus [`Error::Unauthorized`] (the empty 401),
@@ -37,6 +38,19 @@
 //! let key = "order-4711-license";
 //! let issued = client.issue_license("pro", "alice@example.com", Some(key)).await?;
 //! println!("license {} expires {:?}", issued.value.license_id, issued.value.expires_utc);
+//!
+//! // 100 promo codes, charged now. The same key returns the same codes for about 72 hours.
+//! match client.generate_promo_batch("pro", 100, Some("campaign-2024-05")).await {
+//!     Ok(issued) => {
+//!         for code in &issued.value.codes {
+//!             println!("{}", code.code);
+//!         }
+//!     }
+//!     Err(Error::PromoCodesExpired { problem }) => {
+//!         println!("order {:?}: codes no longer recoverable", problem.order_public_id);
+//!     }
+//!     Err(error) => return Err(error),
+//! }
 //! # Ok(()) }
 //! ```
 //!
@@ -55,11 +69,11 @@ mod retry;
 pub use credentials::Credentials;
 pub use error::{Error, Result};
 pub use panel::PanelClient;
-pub use partner::{Issued, PartnerClient};
+pub use partner::{Issued, MAX_PROMO_BATCH_COUNT, PartnerClient};
 pub use retry::RetryPolicy;
 
 pub use partner_billing::domain::{IdempotencyKey, Secret};
 pub use partner_billing::wire::{
     ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, ErrorCode, License, Problem,
-    ResellerAccount, Session,
+    PromoBatch, PromoCode, ResellerAccount, Session,
 };

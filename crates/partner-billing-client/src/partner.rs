@@ -3,7 +3,9 @@
 use std::fmt;
 
 use partner_billing::domain::IdempotencyKey;
-use partner_billing::wire::{Balances, IssueLicenseRequest, License};
+use partner_billing::wire::{
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch,
+};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 
@@ -13,6 +15,9 @@ use crate::http::{Call, Reply, Resend, Transport, header_value};
 use crate::retry::RetryPolicy;
 
 const PARTNER: [&str; 3] = ["v1", "billing", "partner"];
+
+/// The most codes one promo batch request may ask for.
+pub const MAX_PROMO_BATCH_COUNT: u32 = 1000;
 
 /// The result of a write, with what a caller needs to reconcile it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +147,65 @@ impl PartnerClient {
         })
     }
 
+    /// `POST /v1/billing/partner/promo-batches`: generates `count` (1–1000) promo codes of
+    /// `plan_slug`, each redeemable for one subscription, and charges `count` units up front,
+    /// as one unit of work (no partial fill). Unredeemed codes are not refunded.
+    ///
+    /// The answer is the only place the plaintext codes appear. Retrying with the same
+    /// `idempotency_key` returns the same batch (with [`Issued::replayed`] set, nothing charged
+    /// again) for about 72 hours from [`PromoBatch::created_utc`]; after that the codes are gone
+    /// for good and the retry fails with [`Error::PromoCodesExpired`], whose
+    /// [`problem`](Error::problem) names `order_public_id` and `batch_id`. With `None` the SDK
+    /// generates a key and returns it in [`Issued::idempotency_key`]; store your own key
+    /// beforehand if you may need to recover the codes after a crash.
+    ///
+    /// The SDK retries transport failures, timeouts, `503` and [`Error::RequestInProgress`]
+    /// with the same key. It does **not** retry [`Error::PromoGenerationFailed`]: that `500`
+    /// is a definite outcome (nothing charged, nothing issued), and the caller may retry it
+    /// with the same key when it sees fit.
+    ///
+    /// Errors of note: [`Error::InvalidInput`] (a count outside 1–1000 or a malformed key,
+    /// nothing sent), [`Error::InsufficientQuota`] (nothing consumed), [`Error::UnknownPlan`],
+    /// [`Error::IdempotencyKeyReused`], [`Error::PromoGenerationFailed`],
+    /// [`Error::PromoCodesExpired`], and — once retries are used up —
+    /// [`Error::RequestInProgress`] or an indefinite transport error.
+    ///
+    /// ```no_run
+    /// # async fn run(client: partner_billing_client::PartnerClient) -> Result<(), partner_billing_client::Error> {
+    /// let issued = client.generate_promo_batch("pro", 50, Some("campaign-2024-05")).await?;
+    /// for code in &issued.value.codes {
+    ///     println!("{}", code.code);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn generate_promo_batch(
+        &self,
+        plan_slug: &str,
+        count: u32,
+        idempotency_key: Option<&str>,
+    ) -> Result<Issued<PromoBatch>> {
+        if !(1..=MAX_PROMO_BATCH_COUNT).contains(&count) {
+            return Err(Error::invalid(
+                "count",
+                format!("must be 1-{MAX_PROMO_BATCH_COUNT}"),
+            ));
+        }
+        let idempotency_key = resolve_idempotency_key(idempotency_key)?;
+        let request = GeneratePromoBatchRequest {
+            plan_slug: plan_slug.to_owned(),
+            count: i64::from(count),
+            idempotency_key: idempotency_key.as_str().to_owned(),
+        };
+        let body = serde_json::to_vec(&request)
+            .map_err(|err| Error::invalid("request", err.to_string()))?;
+        let reply = self.send(Method::POST, "promo-batches", Some(body)).await?;
+        Ok(Issued {
+            value: decode_withholding_body(&reply)?,
+            replayed: reply.replayed,
+            idempotency_key: idempotency_key.as_str().to_owned(),
+        })
+    }
+
     /// One call to a partner endpoint, retried within the policy.
     async fn send(&self, method: Method, endpoint: &str, body: Option<Vec<u8>>) -> Result<Reply> {
         let path = [PARTNER[0], PARTNER[1], PARTNER[2], endpoint];
@@ -179,4 +243,31 @@ pub(crate) fn resolve_idempotency_key(given: Option<&str>) -> Result<Idempotency
         Some(key) => Ok(IdempotencyKey::parse("idempotencyKey", key)?),
         None => Ok(IdempotencyKey::generate()),
     }
+}
+
+/// Decodes a success body that may hold plaintext promo codes. When it does not decode, the
+/// error says where and why, but quotes neither the body nor serde's message (which can quote
+/// a value, i.e. a code).
+fn decode_withholding_body<T: serde::de::DeserializeOwned>(reply: &Reply) -> Result<T> {
+    serde_json::from_slice(&reply.body).map_err(|err| {
+        let what = match err.classify() {
+            serde_json::error::Category::Io => "an I/O error",
+            serde_json::error::Category::Syntax => "invalid JSON",
+            serde_json::error::Category::Data => "an unexpected shape",
+            serde_json::error::Category::Eof => "a truncated body",
+        };
+        let content_free = if reply.body.is_empty() {
+            " (empty body)".to_owned()
+        } else {
+            String::new()
+        };
+        Error::UnexpectedResponse {
+            status: reply.status,
+            body_snippet: format!(
+                "{what} at line {} column {}{content_free}; body withheld: it may hold promo codes",
+                err.line(),
+                err.column()
+            ),
+        }
+    })
 }

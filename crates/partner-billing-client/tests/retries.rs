@@ -312,3 +312,228 @@ async fn panel_login_keeps_the_session() {
     );
     assert!(seen[1].head.contains("authorization: bearer rps_token\r\n"));
 }
+
+const BATCH: &str = r#"{"orderPublicId":"0b6f6f2e-order","batchId":"5d1c7a90-batch","planSlug":"pro","codes":[{"code":"ABCD-EFGH-JKMN-PQRS"},{"code":"TVWX-YZ01-2345-6789"}],"remainingBalance":8,"createdUtc":1700000000}"#;
+
+#[tokio::test]
+async fn promo_batch_in_progress_is_retried_with_the_same_key() {
+    let server = FakeServer::start(vec![
+        problem("409 Conflict", "Reseller.RequestInProgress", Some(0)),
+        response(
+            "200 OK",
+            "content-type: application/json\r\nidempotent-replayed: true\r\n",
+            BATCH,
+        ),
+    ])
+    .await;
+    let issued = partner(&server, quick())
+        .generate_promo_batch("pro", 2, None)
+        .await
+        .unwrap();
+    assert!(issued.replayed);
+    let batch = &issued.value;
+    assert_eq!(batch.order_public_id, "0b6f6f2e-order");
+    assert_eq!(batch.batch_id, "5d1c7a90-batch");
+    assert_eq!(batch.plan_slug, "pro");
+    assert_eq!(batch.remaining_balance, 8);
+    assert_eq!(batch.created_utc, 1700000000);
+    let codes: Vec<&str> = batch.codes.iter().map(|c| c.code.as_str()).collect();
+    assert_eq!(codes, ["ABCD-EFGH-JKMN-PQRS", "TVWX-YZ01-2345-6789"]);
+    // The codes never show in Debug output.
+    let shown = format!("{issued:?}");
+    assert!(!shown.contains("ABCD-EFGH"), "{shown}");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(issued.idempotency_key.len() >= 8);
+    for request in &seen {
+        assert!(
+            request
+                .head
+                .starts_with("post /v1/billing/partner/promo-batches "),
+            "{}",
+            request.head
+        );
+        assert!(request.head.contains("x-client-id: rsc_test\r\n"));
+        assert!(request.head.contains("content-type: application/json\r\n"));
+        assert_eq!(
+            request.body,
+            serde_json::json!({
+                "planSlug": "pro",
+                "count": 2,
+                "idempotencyKey": issued.idempotency_key,
+            })
+        );
+    }
+}
+
+#[tokio::test]
+async fn promo_generation_failure_is_definite_and_not_retried() {
+    let server = FakeServer::start(vec![
+        problem(
+            "500 Internal Server Error",
+            "Reseller.PromoGenerationFailed",
+            None,
+        ),
+        response("200 OK", "content-type: application/json\r\n", BATCH),
+    ])
+    .await;
+    let error = partner(&server, quick())
+        .generate_promo_batch("pro", 2, Some("batch-key-0001"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::PromoGenerationFailed { .. }),
+        "{error}"
+    );
+    assert!(error.is_definite());
+    assert!(!error.is_retryable());
+    assert_eq!(error.status(), Some(500));
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].body["idempotencyKey"], "batch-key-0001");
+}
+
+#[tokio::test]
+async fn promo_definite_refusals_come_back_at_once() {
+    let server = FakeServer::start(vec![
+        problem("402 Payment Required", "Reseller.InsufficientQuota", None),
+        problem("422 Unprocessable Entity", "Reseller.UnknownPlan", None),
+        problem(
+            "422 Unprocessable Entity",
+            "Reseller.IdempotencyKeyReused",
+            None,
+        ),
+    ])
+    .await;
+    let client = partner(&server, quick());
+    let error = client
+        .generate_promo_batch("pro", 5, Some("batch-key-0002"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InsufficientQuota { .. }), "{error}");
+    let error = client
+        .generate_promo_batch("nope", 5, Some("batch-key-0002"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::UnknownPlan { .. }), "{error}");
+    let error = client
+        .generate_promo_batch("pro", 6, Some("batch-key-0002"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::IdempotencyKeyReused { .. }),
+        "{error}"
+    );
+    assert!(error.is_definite());
+    assert_eq!(server.seen().len(), 3);
+}
+
+#[tokio::test]
+async fn expired_promo_codes_name_the_batch() {
+    let body = serde_json::json!({
+        "type": "about:blank", "title": "t", "status": 410,
+        "detail": "the codes of this batch are no longer recoverable",
+        "code": "Reseller.PromoCodesExpired",
+        "orderPublicId": "0b6f6f2e-order", "batchId": "5d1c7a90-batch",
+    })
+    .to_string();
+    let server = FakeServer::start(vec![response(
+        "410 Gone",
+        "content-type: application/problem+json\r\n",
+        &body,
+    )])
+    .await;
+    let error = partner(&server, quick())
+        .generate_promo_batch("pro", 2, Some("batch-key-0003"))
+        .await
+        .unwrap_err();
+    let Error::PromoCodesExpired { problem } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(problem.order_public_id.as_deref(), Some("0b6f6f2e-order"));
+    assert_eq!(problem.batch_id.as_deref(), Some("5d1c7a90-batch"));
+    let problem = error.problem().unwrap();
+    assert_eq!(problem.batch_id.as_deref(), Some("5d1c7a90-batch"));
+    assert!(error.is_definite());
+    assert_eq!(error.status(), Some(410));
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn promo_counts_and_keys_are_checked_locally() {
+    let server = FakeServer::start(vec![]).await;
+    let client = partner(&server, quick());
+    for count in [0, 1001] {
+        let error = client
+            .generate_promo_batch("pro", count, None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidInput { field: "count", .. }),
+            "{error}"
+        );
+    }
+    let error = client
+        .generate_promo_batch("pro", 1, Some("short"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::InvalidInput {
+                field: "idempotencyKey",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(server.seen().is_empty());
+}
+
+#[tokio::test]
+async fn an_undecodable_batch_is_never_quoted() {
+    // Codes as bare strings: serde's own message would quote the first one.
+    let body = r#"{"orderPublicId":"o","batchId":"b","planSlug":"pro","codes":["SECR-ETCO-DE00-0000"],"remainingBalance":1,"createdUtc":1}"#;
+    let server = FakeServer::start(vec![response(
+        "200 OK",
+        "content-type: application/json\r\n",
+        body,
+    )])
+    .await;
+    let error = partner(&server, quick())
+        .generate_promo_batch("pro", 1, Some("batch-key-0004"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::UnexpectedResponse { status: 200, .. }),
+        "{error}"
+    );
+    assert!(!error.is_definite());
+    let shown = format!("{error} {error:?}");
+    assert!(!shown.contains("SECR"), "{shown}");
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn promo_batch_transport_failures_keep_the_key() {
+    // The first connection is closed without an answer: the outcome is unknown.
+    let server = FakeServer::start(vec![
+        String::new(),
+        response("200 OK", "content-type: application/json\r\n", BATCH),
+    ])
+    .await;
+    let issued = partner(&server, quick())
+        .generate_promo_batch("pro", 2, Some("batch-key-0005"))
+        .await
+        .unwrap();
+    assert!(!issued.replayed);
+    assert_eq!(issued.idempotency_key, "batch-key-0005");
+    assert_eq!(issued.value.codes.len(), 2);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen.iter()
+            .all(|request| request.body["idempotencyKey"] == "batch-key-0005")
+    );
+}
