@@ -185,6 +185,46 @@ async fn readme_walkthrough(db: Db) {
     let text = cli.run(&["balance"], None);
     assert!(String::from_utf8_lossy(&text.stdout).contains("pro"));
 
+    // Promo codes into a private CSV file; an existing file is never overwritten.
+    let out = dir.path.join("codes.csv");
+    let out_arg = out.to_str().expect("utf-8 path");
+    let generated = cli.run(
+        &[
+            "promo", "generate", "--plan", "pro", "--count", "5", "--out", out_arg,
+        ],
+        None,
+    );
+    assert!(
+        generated.status.success(),
+        "promo generate: {}",
+        String::from_utf8_lossy(&generated.stderr)
+    );
+    let csv = std::fs::read_to_string(&out).expect("csv written");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 6, "header and five codes: {csv}");
+    assert!(lines[0].starts_with("code"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let again = cli.run(
+        &[
+            "promo", "generate", "--plan", "pro", "--count", "5", "--out", out_arg,
+        ],
+        None,
+    );
+    assert!(!again.status.success(), "refuses to overwrite");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), csv);
+    let balance = cli.json(&["--json", "balance"], None);
+    assert_eq!(
+        balance["balances"][0]["remainingBalance"], 4,
+        "one batch of five charged: {balance}"
+    );
+
     // Errors: one line on stderr, non-zero exit, nothing charged.
     let refused = cli.run(
         &["license", "issue", "--plan", "pro", "--login", "nobody"],
@@ -209,7 +249,7 @@ async fn readme_walkthrough(db: Db) {
     );
     assert_eq!(
         ledger["entries"].as_array().map(Vec::len),
-        Some(2),
+        Some(3),
         "{ledger}"
     );
     let audit = cli.run(&["admin", "audit", "verify"], None);
