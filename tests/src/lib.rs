@@ -3,6 +3,7 @@
 
 pub mod logs;
 pub mod process;
+pub mod product;
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use partner_billing::accounts;
 use partner_billing::clock::Clock;
+use partner_billing::crypto::MasterKey;
 use partner_billing::domain::{ClientId, Login, Password, PlanSlug};
 use partner_billing::plans::{self, NewPlan};
 use partner_billing::quota;
@@ -121,6 +123,7 @@ pub struct TestApp {
     pub database_url: String,
     pub store: Store,
     pub http: reqwest::Client,
+    master_key: MasterKey,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
     _dir: Option<TempDir>,
@@ -140,10 +143,31 @@ impl TestApp {
     pub async fn spawn(db: &Db) -> Self {
         logs::install();
         let (database_url, dir) = fresh_database(db).await;
-        let store = Store::connect(&database_url, Clock::system())
+        Self::boot(database_url, dir, Clock::system(), MasterKey::generate()).await
+    }
+
+    /// A second server over the same database, clock and master key: another replica, with
+    /// its own connection pool and process-local state.
+    pub async fn replica(&self) -> Self {
+        Self::boot(
+            self.database_url.clone(),
+            None,
+            self.store.clock().clone(),
+            self.master_key.clone(),
+        )
+        .await
+    }
+
+    async fn boot(
+        database_url: String,
+        dir: Option<TempDir>,
+        clock: Clock,
+        master_key: MasterKey,
+    ) -> Self {
+        let store = Store::connect(&database_url, clock)
             .await
             .expect("store connects")
-            .with_master_key(partner_billing::crypto::MasterKey::generate());
+            .with_master_key(master_key.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -161,6 +185,7 @@ impl TestApp {
             database_url,
             store,
             http: reqwest::Client::new(),
+            master_key,
             shutdown: Some(tx),
             server: Some(server),
             _dir: dir,

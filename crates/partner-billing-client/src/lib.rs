@@ -6,6 +6,9 @@
 //!   `X-Client-Secret`).
 //! - [`PanelClient`]: the panel endpoints, authenticated with a session opened by the account's
 //!   password; creates, lists and revokes API keys.
+//! - [`ProductClient`]: the product endpoints, for the product's own backend, authenticated with
+//!   an operator token (`rso_…`): registers end-user logins, redeems promo codes and lists a
+//!   login's licenses.
 //! - [`Error`]: one variant per API error code, plus [`Error::Unauthorized`] (the empty 401),
 //!   transport failures and timeouts. [`Error::is_definite`] says whether the outcome is known.
 //!
@@ -63,6 +66,7 @@ mod error;
 mod http;
 mod panel;
 mod partner;
+mod product;
 mod response;
 mod retry;
 
@@ -70,10 +74,11 @@ pub use credentials::Credentials;
 pub use error::{Error, Result};
 pub use panel::PanelClient;
 pub use partner::{Issued, MAX_PROMO_BATCH_COUNT, PartnerClient};
+pub use product::{ProductClient, Registration};
 pub use retry::RetryPolicy;
 
 pub use partner_billing::domain::{IdempotencyKey, Secret};
 pub use partner_billing::wire::{
-    ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, ErrorCode, License, Problem,
-    PromoBatch, PromoCode, ResellerAccount, Session,
+    ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, EndUser, ErrorCode, License, Problem,
+    PromoBatch, PromoCode, RedeemedLicense, ResellerAccount, Session, UserLicense, UserLicenses,
 };

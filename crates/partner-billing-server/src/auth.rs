@@ -10,6 +10,7 @@ use poem_openapi::auth::{ApiKey, Basic, Bearer};
 use partner_billing::accounts::{self, PanelAccount};
 use partner_billing::domain::Secret;
 use partner_billing::keys::{self, PartnerAccount};
+use partner_billing::operators::{self, OperatorIdentity};
 use partner_billing::store::Store;
 
 use crate::problem::ApiResult;
@@ -80,5 +81,18 @@ impl PanelAuth {
     pub async fn verify(self, store: &Store) -> ApiResult<PanelAccount> {
         let token = Secret::from_presented(self.0.token);
         Ok(accounts::authenticate_session(store, &token).await?)
+    }
+}
+
+/// An operator token for the product's backend: `Authorization: Bearer rso_…`, nothing else.
+#[derive(SecurityScheme)]
+#[oai(rename = "OperatorToken", ty = "bearer", bearer_format = "rso_…")]
+pub struct OperatorAuth(Bearer);
+
+impl OperatorAuth {
+    /// Verifies the token against the database: any failure is the empty 401.
+    pub async fn verify(self, store: &Store) -> ApiResult<OperatorIdentity> {
+        let token = Secret::from_presented(self.0.token);
+        Ok(operators::authenticate_operator(store, &token).await?)
     }
 }

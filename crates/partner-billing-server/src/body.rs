@@ -84,6 +84,77 @@ impl<T: Type + DeserializeOwned> ParsePayload for JsonBody<T> {
 
 impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwned);
 
+/// A JSON body that may be left out entirely (no body, no content type): it then reads as
+/// `T::default()`. A body that is present follows the rules of [`JsonBody`].
+#[derive(Debug)]
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<T: Type> Payload for OptionalJsonBody<T> {
+    const CONTENT_TYPE: &'static str = "application/json";
+
+    fn check_content_type(_content_type: &str) -> bool {
+        true
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+impl<T: Type + DeserializeOwned + Default> ParsePayload for OptionalJsonBody<T> {
+    const IS_REQUIRED: bool = false;
+
+    async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
+        let empty = request.content_type().is_none()
+            && request
+                .header(poem::http::header::CONTENT_LENGTH)
+                .is_none_or(|len| len.trim() == "0");
+        if empty {
+            return Ok(Self(T::default()));
+        }
+        JsonBody::<T>::from_request(request, body)
+            .await
+            .map(|JsonBody(value)| Self(value))
+    }
+}
+
+impl<'a, T: Type + DeserializeOwned + Default> poem_openapi::ApiExtractor<'a>
+    for OptionalJsonBody<T>
+{
+    const TYPES: &'static [poem_openapi::ApiExtractorType] =
+        &[poem_openapi::ApiExtractorType::RequestObject];
+
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Self as Payload>::register(registry);
+    }
+
+    fn request_meta() -> Option<poem_openapi::registry::MetaRequest> {
+        Some(poem_openapi::registry::MetaRequest {
+            description: None,
+            content: vec![poem_openapi::registry::MetaMediaType {
+                content_type: <Self as Payload>::CONTENT_TYPE,
+                schema: <Self as Payload>::schema_ref(),
+            }],
+            required: false,
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: poem_openapi::ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        <Self as ParsePayload>::from_request(request, body).await
+    }
+}
+
 /// Parses a body, reporting the failing field without echoing any value.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde would also accept a struct written as an array; the API takes objects only.

@@ -1,5 +1,6 @@
-//! Checks that run before routing and credentials: browsers are kept out, and an API key is
-//! told it cannot manage keys.
+//! Checks that run before routing and credentials: browsers are kept out of the partner and
+//! product APIs (and cross-site ones out of the panel), and an API key is told it cannot
+//! manage keys.
 
 use poem::http::header;
 use poem::{Endpoint, IntoResponse, Request, Response};
@@ -9,6 +10,7 @@ use partner_billing::wire::ErrorCode;
 use crate::problem::ApiError;
 
 const PARTNER_PREFIX: &str = "/v1/billing/partner";
+const PRODUCT_PREFIX: &str = "/v1/billing/product";
 const PANEL_PREFIX: &str = "/v1/billing/resellers";
 const SESSIONS_PATH: &str = "/v1/billing/resellers/sessions";
 
@@ -22,17 +24,21 @@ pub async fn guard<E: Endpoint>(ep: &E, req: Request) -> poem::Result<Response> 
 
 fn refusal(req: &Request) -> Option<ApiError> {
     let path = req.uri().path();
-    if path.starts_with(PARTNER_PREFIX) {
-        // The API is server-to-server: any browser marker is refused before credentials are
-        // looked at, so a leaked secret in a web page still charges nothing.
+    let server_to_server = if path.starts_with(PARTNER_PREFIX) {
+        Some("The partner API is server-to-server only; browser requests are refused.")
+    } else if path.starts_with(PRODUCT_PREFIX) {
+        Some("The product API is server-to-server only; browser requests are refused.")
+    } else {
+        None
+    };
+    if let Some(detail) = server_to_server {
+        // These APIs are server-to-server: any browser marker is refused before credentials
+        // are looked at, so a leaked secret or token in a web page does nothing.
         let browser = [header::ORIGIN.as_str(), "sec-fetch-site", "sec-fetch-mode"]
             .iter()
             .any(|name| req.headers().contains_key(*name));
         if browser {
-            return Some(ApiError::new(
-                ErrorCode::BrowserOriginForbidden,
-                "The partner API is server-to-server only; browser requests are refused.",
-            ));
+            return Some(ApiError::new(ErrorCode::BrowserOriginForbidden, detail));
         }
     } else if path.starts_with(PANEL_PREFIX) {
         if is_cross_site(req) {

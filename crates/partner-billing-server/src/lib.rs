@@ -11,6 +11,7 @@ mod health;
 mod panel;
 mod partner;
 mod problem;
+mod product;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -40,11 +41,18 @@ pub enum ApiTags {
     Partner,
     /// For the reseller panel, with a panel session: the account and its API keys.
     Panel,
+    /// For the product's own backend, with an operator token: logins, redemptions, licenses.
+    Product,
     /// Operations: health.
     Operations,
 }
 
-type Apis = (partner::PartnerApi, panel::PanelApi, health::HealthApi);
+type Apis = (
+    partner::PartnerApi,
+    panel::PanelApi,
+    product::ProductApi,
+    health::HealthApi,
+);
 
 const DESCRIPTION: &str = "Partner Billing lets a reseller grant subscriptions to its own users \
 without a checkout. Resellers hold a prepaid quota per product and spend it with an API key, \
@@ -52,11 +60,18 @@ server to server only.\n\nAuthenticate partner calls with `X-Client-Id` and `X-C
 (checked first) or HTTP Basic (client id as user name, secret as password). Every credential \
 failure is a 401 with an empty body. Errors are RFC 9457 `application/problem+json` with a stable \
 `code`. Every write takes an `idempotencyKey`: retry with the same key and you are never charged \
-twice.";
+twice.\n\nThe product API (`/v1/billing/product`) is for the product's own backend: it registers \
+end-user logins, redeems promo codes and lists a login's licenses, with an operator token sent as \
+`Authorization: Bearer rso_…`; no other credential is accepted there.";
 
 fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (partner::PartnerApi, panel::PanelApi, health::HealthApi),
+        (
+            partner::PartnerApi,
+            panel::PanelApi,
+            product::ProductApi,
+            health::HealthApi,
+        ),
         "Partner Billing",
         env!("CARGO_PKG_VERSION"),
     )

@@ -15,7 +15,7 @@ use partner_billing::wire::{
 use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PanelAuth;
-use crate::body::JsonBody;
+use crate::body::{JsonBody, OptionalJsonBody};
 use crate::problem::ApiResult;
 
 /// Endpoints under `/v1/billing/resellers`.
@@ -82,7 +82,8 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
-        body: JsonBody<CreateApiKeyRequest>,
+        /// Optional: `{"name": "…"}`; the body may be left out.
+        body: OptionalJsonBody<CreateApiKeyRequest>,
     ) -> ApiResult<CreateApiKeyResponse> {
         let account = auth.verify(&state.store).await?;
         let key =

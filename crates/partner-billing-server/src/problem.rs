@@ -7,6 +7,7 @@ use poem_openapi::registry::{MetaMediaType, MetaResponse, MetaResponses, Registr
 use poem_openapi::types::Type;
 
 use partner_billing::Error;
+use partner_billing::domain::InvalidField;
 use partner_billing::wire::{ErrorCode, Problem};
 
 /// The media type of problem bodies.
@@ -116,6 +117,34 @@ impl From<Error> for ApiError {
                 ErrorCode::PromoGenerationFailed,
                 "The codes could not be produced. Nothing was charged and nothing issued; retry with the same idempotency key.",
             ),
+            // One detail for unknown and malformed codes alike: the answer is no oracle.
+            Error::CodeNotFound => {
+                Self::new(ErrorCode::CodeNotFound, "No promo code matches this input.")
+            }
+            Error::CodeExpired => Self::new(
+                ErrorCode::CodeExpired,
+                "This promo code is past its validity and can no longer be redeemed.",
+            ),
+            Error::CodeExhausted => Self::new(
+                ErrorCode::CodeExhausted,
+                "This promo code has been redeemed as often as it allows.",
+            ),
+            Error::AlreadyRedeemed => Self::new(
+                ErrorCode::AlreadyRedeemed,
+                "This login has redeemed this promo code before.",
+            ),
+            Error::TooManyAttempts {
+                retry_after_seconds,
+            } => {
+                let mut error = Self::new(
+                    ErrorCode::TooManyAttempts,
+                    "Too many failed redemptions for this login; retry after the time in Retry-After.",
+                );
+                if let Self::Problem { retry_after, .. } = &mut error {
+                    *retry_after = Some(retry_after_seconds);
+                }
+                error
+            }
             Error::Unavailable(source) => {
                 tracing::warn!(error = %source, "database unavailable");
                 Self::new(
@@ -131,6 +160,12 @@ impl From<Error> for ApiError {
                 )
             }
         }
+    }
+}
+
+impl From<InvalidField> for ApiError {
+    fn from(invalid: InvalidField) -> Self {
+        Error::Validation(invalid).into()
     }
 }
 
@@ -188,19 +223,26 @@ const DOCUMENTED: &[(u16, &str)] = &[
         403,
         "`Request.BrowserOriginForbidden` or `Reseller.PanelSessionRequired`.",
     ),
-    (404, "`Reseller.ApiKeyNotFound`, or no such route."),
+    (
+        404,
+        "`Reseller.ApiKeyNotFound`; `Promo.CodeNotFound` (an unknown or malformed promo code); or no such route.",
+    ),
     (
         409,
-        "`Reseller.RequestInProgress` (with `Retry-After`) or `Reseller.ApiKeyLimitReached`.",
+        "`Reseller.RequestInProgress` (with `Retry-After`), `Reseller.ApiKeyLimitReached`, `Promo.CodeExhausted` (the code's redemptions are used up) or `Promo.AlreadyRedeemed` (this login redeemed this code before).",
     ),
     (
         410,
-        "`Reseller.PromoCodesExpired`: the batch's codes are past their 72-hour recovery window; `orderPublicId` and `batchId` name it; nothing charged.",
+        "`Reseller.PromoCodesExpired`: the batch's codes are past their 72-hour recovery window; `orderPublicId` and `batchId` name it; nothing charged. `Promo.CodeExpired`: the promo code is past its batch's validity.",
     ),
     (413, "`Request.PayloadTooLarge`: the body is over 16 KiB."),
     (
         422,
         "`Reseller.UnknownPlan`, `Reseller.UnknownLogin` or `Reseller.IdempotencyKeyReused`.",
+    ),
+    (
+        429,
+        "`Promo.TooManyAttempts` (with `Retry-After`, in seconds): too many failed redemptions for this login.",
     ),
     (
         500,
@@ -228,7 +270,7 @@ impl ApiResponse for ApiError {
             })
             .collect();
         responses.push(MetaResponse {
-            description: "Credentials missing, malformed, unknown, wrong or revoked, or the account is suspended. Empty body.",
+            description: "Credentials missing, malformed, unknown, wrong or revoked (an API key, a panel session or an operator token), or the account is suspended. Empty body.",
             status: Some(401),
             status_range: None,
             content: vec![],

@@ -40,3 +40,28 @@ fn partner_operations_require_both_headers_or_basic() {
         true
     );
 }
+
+#[test]
+fn product_operations_take_the_operator_token_only() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&partner_billing_server::openapi_document()).unwrap();
+    for (path, method) in [
+        ("/v1/billing/product/users", "post"),
+        ("/v1/billing/product/promo-redemptions", "post"),
+        ("/v1/billing/product/users/{login}/licenses", "get"),
+    ] {
+        let operation = &doc["paths"][path][method];
+        assert_eq!(
+            operation["security"],
+            serde_json::json!([{"OperatorToken": []}]),
+            "{method} {path}"
+        );
+        assert_eq!(operation["tags"], serde_json::json!(["Product"]));
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["OperatorToken"]["scheme"],
+        "bearer"
+    );
+    let redemption = &doc["paths"]["/v1/billing/product/promo-redemptions"]["post"]["responses"];
+    assert!(redemption["429"].is_object());
+}

@@ -39,6 +39,23 @@ pub enum Error {
     /// again.
     #[error("promo codes could not be generated")]
     PromoGenerationFailed,
+    /// A promo code that matches no stored code, or that is not a code at all: one answer for
+    /// both, so that a guesser learns nothing from the shape of its input.
+    #[error("promo code not found")]
+    CodeNotFound,
+    /// The code is past its batch's validity.
+    #[error("promo code expired")]
+    CodeExpired,
+    /// The code's redemptions are used up.
+    #[error("promo code used up")]
+    CodeExhausted,
+    /// This login redeemed this code before.
+    #[error("promo code already redeemed by this login")]
+    AlreadyRedeemed,
+    /// Too many failed redemptions for one login; the next attempt is allowed after
+    /// `retry_after_seconds`.
+    #[error("too many failed redemption attempts")]
+    TooManyAttempts { retry_after_seconds: u64 },
     /// An operator command named something that does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -69,6 +86,11 @@ impl Error {
             Self::ApiKeyNotFound => ErrorCode::ApiKeyNotFound,
             Self::PromoCodesExpired { .. } => ErrorCode::PromoCodesExpired,
             Self::PromoGenerationFailed => ErrorCode::PromoGenerationFailed,
+            Self::CodeNotFound => ErrorCode::CodeNotFound,
+            Self::CodeExpired => ErrorCode::CodeExpired,
+            Self::CodeExhausted => ErrorCode::CodeExhausted,
+            Self::AlreadyRedeemed => ErrorCode::AlreadyRedeemed,
+            Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
             Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
             Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
                 ErrorCode::InternalError

@@ -1,10 +1,12 @@
-//! Idempotency of partner writes (DESIGN §8).
+//! Idempotency of partner and product writes (DESIGN §8).
 //!
-//! A key is scoped to the account (it survives key rotation) and shared by both partner write
-//! endpoints. The first success stores its status and body in the same transaction as its
-//! charge; a retry with the same request replays that body and charges nothing, a retry with a
-//! different request is refused, and a retry while the first still runs is `RequestInProgress`.
-//! Outcomes that consumed nothing are not stored, so a retry runs again.
+//! A partner key is scoped to the account (it survives key rotation) and shared by both partner
+//! write endpoints; a product key is scoped to its caller (an operator token, or the operator's
+//! console), in a table of its own. The first success stores its status and body in the same
+//! transaction as its effect (the charge, the license); a retry with the same request replays
+//! that body and changes nothing, a retry with a different request is refused, and a retry while
+//! the first still runs is `RequestInProgress`. Outcomes that consumed nothing are not stored, so
+//! a retry runs again.
 
 use sqlx::Row;
 
@@ -41,6 +43,25 @@ impl Fingerprint {
     }
 }
 
+/// Whose idempotency keys a record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope<'a> {
+    /// A reseller account (partner writes): `idempotency_records`.
+    Account(i64),
+    /// A product-API caller (`token:<id>` or `console`): `operator_idempotency_records`.
+    Operator(&'a str),
+}
+
+impl Scope<'_> {
+    /// The key as one string, for the in-process registry and the PostgreSQL advisory lock.
+    fn lock_name(self, key: &IdempotencyKey) -> String {
+        match self {
+            Self::Account(account_id) => format!("account:{account_id}:{}", key.as_str()),
+            Self::Operator(scope) => format!("operator:{scope}:{}", key.as_str()),
+        }
+    }
+}
+
 /// Holds the key for this request: in this process (a map of keys in flight) and, on
 /// PostgreSQL, across replicas (a transaction-scoped advisory lock taken in [`begin`]).
 pub(crate) struct Claim {
@@ -48,9 +69,9 @@ pub(crate) struct Claim {
 }
 
 /// Claims the key in this process, or answers `RequestInProgress`.
-pub(crate) fn claim(store: &Store, account_id: i64, key: &IdempotencyKey) -> Result<Claim> {
+pub(crate) fn claim(store: &Store, scope: Scope<'_>, key: &IdempotencyKey) -> Result<Claim> {
     Ok(Claim {
-        _in_flight: store.claim_in_flight(account_id, key.as_str())?,
+        _in_flight: store.claim_in_flight(scope.lock_name(key))?,
     })
 }
 
@@ -59,7 +80,7 @@ pub(crate) fn claim(store: &Store, account_id: i64, key: &IdempotencyKey) -> Res
 pub(crate) async fn begin(
     store: &Store,
     _claim: &Claim,
-    account_id: i64,
+    scope: Scope<'_>,
     key: &IdempotencyKey,
     fingerprint: &Fingerprint,
 ) -> Result<Begun> {
@@ -67,18 +88,25 @@ pub(crate) async fn begin(
     if store.backend() == Backend::Postgres {
         let locked: bool =
             sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
-                .bind(format!("{account_id}:{}", key.as_str()))
+                .bind(scope.lock_name(key))
                 .fetch_one(&mut *tx)
                 .await?;
         if !locked {
             return Err(Error::RequestInProgress);
         }
     }
-    let row = sqlx::query(
-        "SELECT operation, fingerprint, response_body FROM idempotency_records \
-         WHERE account_id = $1 AND idempotency_key = $2",
-    )
-    .bind(account_id)
+    let row = match scope {
+        Scope::Account(account_id) => sqlx::query(
+            "SELECT operation, fingerprint, response_body FROM idempotency_records \
+             WHERE account_id = $1 AND idempotency_key = $2",
+        )
+        .bind(account_id),
+        Scope::Operator(owner) => sqlx::query(
+            "SELECT operation, fingerprint, response_body FROM operator_idempotency_records \
+             WHERE scope = $1 AND idempotency_key = $2",
+        )
+        .bind(owner),
+    }
     .bind(key.as_str())
     .fetch_optional(&mut *tx)
     .await?;
@@ -106,18 +134,26 @@ pub(crate) enum Begun {
 /// Stores the outcome of a success inside its transaction.
 pub(crate) async fn record(
     tx: &mut Tx,
-    account_id: i64,
+    scope: Scope<'_>,
     key: &IdempotencyKey,
     fingerprint: &Fingerprint,
     response_body: &str,
     now_utc: i64,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO idempotency_records \
-         (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
-         VALUES ($1, $2, $3, $4, 200, $5, $6)",
-    )
-    .bind(account_id)
+    match scope {
+        Scope::Account(account_id) => sqlx::query(
+            "INSERT INTO idempotency_records \
+             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+             VALUES ($1, $2, $3, $4, 200, $5, $6)",
+        )
+        .bind(account_id),
+        Scope::Operator(owner) => sqlx::query(
+            "INSERT INTO operator_idempotency_records \
+             (scope, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+             VALUES ($1, $2, $3, $4, 200, $5, $6)",
+        )
+        .bind(owner),
+    }
     .bind(key.as_str())
     .bind(fingerprint.operation)
     .bind(fingerprint.digest.as_str())

@@ -24,11 +24,15 @@ pub mod keys;
 #[cfg(feature = "db")]
 pub mod licenses;
 #[cfg(feature = "db")]
+pub mod operators;
+#[cfg(feature = "db")]
 pub mod plans;
 #[cfg(feature = "db")]
 pub mod promo;
 #[cfg(feature = "db")]
 pub mod quota;
+#[cfg(feature = "db")]
+pub mod redemption;
 #[cfg(feature = "db")]
 pub mod store;
 

@@ -1,15 +1,17 @@
-//! Direct license issue: one unit of quota for one subscription to a named login.
+//! Direct license issue: one unit of quota for one subscription to a named login; and the
+//! licenses a login holds, issued directly or redeemed from promo codes.
 
+use sqlx::Row;
 use uuid::Uuid;
 
 use crate::domain::{IdempotencyKey, Login, PlanSlug};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Begun, Fingerprint, Outcome};
+use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{find_plan, find_user};
 use crate::quota::{EntryKind, debit};
 use crate::store::Store;
-use crate::wire::{IssueLicenseRequest, License};
+use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
 
 /// A parsed license request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,26 +43,22 @@ pub async fn issue_license(
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
     let fingerprint = Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()]);
-    let claim = idempotency::claim(store, account.account_id, &request.idempotency_key)?;
-    let mut tx = match idempotency::begin(
-        store,
-        &claim,
-        account.account_id,
-        &request.idempotency_key,
-        &fingerprint,
-    )
-    .await?
-    {
-        Begun::Replay(body) => {
-            let value = serde_json::from_str(&body)
-                .map_err(|e| Error::Internal(format!("stored license unreadable: {e}")))?;
-            return Ok(Outcome {
-                value,
-                replayed: true,
-            });
-        }
-        Begun::Fresh(tx) => tx,
-    };
+    let scope = Scope::Account(account.account_id);
+    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let mut tx =
+        match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
+            .await?
+        {
+            Begun::Replay(body) => {
+                let value = serde_json::from_str(&body)
+                    .map_err(|e| Error::Internal(format!("stored license unreadable: {e}")))?;
+                return Ok(Outcome {
+                    value,
+                    replayed: true,
+                });
+            }
+            Begun::Fresh(tx) => tx,
+        };
     let plan = find_plan(&mut tx, &request.plan).await?;
     let user_id = find_user(&mut tx, &request.login).await?;
     let now = store.now_utc();
@@ -102,7 +100,7 @@ pub async fn issue_license(
         .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
     idempotency::record(
         &mut tx,
-        account.account_id,
+        scope,
         &request.idempotency_key,
         &fingerprint,
         &body,
@@ -114,5 +112,41 @@ pub async fn issue_license(
     Ok(Outcome {
         value: license,
         replayed: false,
+    })
+}
+
+/// Every license of a registered login, direct and redeemed, expired ones included, oldest
+/// first. An unregistered login is [`Error::UnknownLogin`].
+pub async fn user_licenses(store: &Store, login: &Login) -> Result<UserLicenses> {
+    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
+        .bind(login.as_str())
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::UnknownLogin)?;
+    let rows = sqlx::query(
+        "SELECT l.license_id, p.slug, l.source, a.client_id, l.batch_id, l.created_utc, l.expires_utc \
+         FROM licenses l JOIN plans p ON p.id = l.plan_id LEFT JOIN accounts a ON a.id = l.account_id \
+         WHERE l.user_id = $1 ORDER BY l.created_utc, l.id",
+    )
+    .bind(user_id)
+    .fetch_all(store.pool())
+    .await?;
+    let licenses = rows
+        .iter()
+        .map(|row| {
+            Ok(UserLicense {
+                license_id: row.try_get("license_id")?,
+                plan_slug: row.try_get("slug")?,
+                source: row.try_get("source")?,
+                client_id: row.try_get("client_id")?,
+                batch_id: row.try_get("batch_id")?,
+                created_utc: row.try_get("created_utc")?,
+                expires_utc: row.try_get("expires_utc")?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(UserLicenses {
+        login: login.to_string(),
+        licenses,
     })
 }

@@ -6,6 +6,7 @@ use sqlx::Row;
 use crate::domain::{InvalidField, Login, PlanSlug};
 use crate::error::{Error, Result};
 use crate::store::{Store, Tx, is_unique_violation};
+use crate::wire::EndUser;
 
 /// A plan and its promo policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -144,6 +145,31 @@ pub async fn add_user(store: &Store, login: &Login) -> Result<bool> {
     .execute(store.pool())
     .await?;
     Ok(result.rows_affected() == 1)
+}
+
+/// A login registered, and whether this call registered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    pub user: EndUser,
+    /// `false` when the login was registered before.
+    pub created: bool,
+}
+
+/// Registers a login (the product API's `POST /users`): idempotent, and answers with the
+/// login's first registration time either way.
+pub async fn register_user(store: &Store, login: &Login) -> Result<Registration> {
+    let created = add_user(store, login).await?;
+    let created_utc: i64 = sqlx::query_scalar("SELECT created_utc FROM users WHERE login = $1")
+        .bind(login.as_str())
+        .fetch_one(store.pool())
+        .await?;
+    Ok(Registration {
+        user: EndUser {
+            login: login.to_string(),
+            created_utc,
+        },
+        created,
+    })
 }
 
 pub(crate) async fn find_user(tx: &mut Tx, login: &Login) -> Result<i64> {

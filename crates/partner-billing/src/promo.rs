@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::crypto::MasterKey;
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Begun, Fingerprint, Outcome};
+use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::find_plan;
 use crate::quota::{EntryKind, debit};
@@ -174,19 +174,14 @@ pub async fn generate_promo_batch(
     let key = store.master_key()?;
     let count = request.count.to_string();
     let fingerprint = Fingerprint::new("promo_batch", &[request.plan.as_str(), &count]);
-    let claim = idempotency::claim(store, account.account_id, &request.idempotency_key)?;
+    let scope = Scope::Account(account.account_id);
+    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
     let batch_id = Uuid::new_v4().to_string();
     let size = usize::try_from(request.count).map_err(|_| Error::PromoGenerationFailed)?;
     let mut drawn = DrawnBatch::draw(store, key, batch_id, size)?;
 
-    let begun = idempotency::begin(
-        store,
-        &claim,
-        account.account_id,
-        &request.idempotency_key,
-        &fingerprint,
-    )
-    .await?;
+    let begun =
+        idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint).await?;
     let mut tx = match begun {
         Begun::Replay(body) => return replay(store, key, &body).await,
         Begun::Fresh(tx) => tx,
@@ -247,7 +242,7 @@ pub async fn generate_promo_batch(
     let body = serde_json::to_string(&batch).map_err(|e| Error::Internal(e.to_string()))?;
     idempotency::record(
         &mut tx,
-        account.account_id,
+        scope,
         &request.idempotency_key,
         &fingerprint,
         &body,

@@ -48,7 +48,7 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     clock: Clock,
-    in_flight: Arc<Mutex<HashSet<(i64, String)>>>,
+    in_flight: Arc<Mutex<HashSet<String>>>,
     master_key: Option<Arc<MasterKey>>,
     faults: Arc<Mutex<Vec<FaultPoint>>>,
 }
@@ -205,10 +205,10 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// Claims `(account, key)` for this process until the guard drops; a second claim while
-    /// the first runs is [`Error::RequestInProgress`].
-    pub(crate) fn claim_in_flight(&self, account_id: i64, key: &str) -> Result<InFlightGuard> {
-        let entry = (account_id, key.to_owned());
+    /// Claims a scoped idempotency key (`account:1:key`, `operator:token:2:key`) for this
+    /// process until the guard drops; a second claim while the first runs is
+    /// [`Error::RequestInProgress`].
+    pub(crate) fn claim_in_flight(&self, entry: String) -> Result<InFlightGuard> {
         let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         if !set.insert(entry.clone()) {
             return Err(Error::RequestInProgress);
@@ -223,8 +223,8 @@ impl Store {
 /// Releases an in-flight claim when dropped, however the request ends.
 #[derive(Debug)]
 pub(crate) struct InFlightGuard {
-    set: Arc<Mutex<HashSet<(i64, String)>>>,
-    entry: (i64, String),
+    set: Arc<Mutex<HashSet<String>>>,
+    entry: String,
 }
 
 impl Drop for InFlightGuard {

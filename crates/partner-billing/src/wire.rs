@@ -9,6 +9,13 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "openapi")]
 use poem_openapi::Object;
 
+mod product;
+
+pub use product::{
+    EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicense,
+    UserLicenses,
+};
+
 /// `POST /v1/billing/partner/licenses`: grant one subscription to a registered login.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

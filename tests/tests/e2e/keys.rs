@@ -163,6 +163,18 @@ async fn api_keys_cannot_use_the_panel(db: Db) {
         assert_eq!(problem["code"], "Reseller.PanelSessionRequired");
     }
     let token = app.session(&r.client_id, &r.password).await;
+    // The body of a key creation is optional.
+    let bare = app
+        .http
+        .post(app.url("/v1/billing/resellers/me/api-keys"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 201);
+    let bare: serde_json::Value = bare.json().await.unwrap();
+    assert!(bare["secret"].as_str().unwrap().starts_with("rss_"));
+    assert!(bare["name"].is_null());
     let keys: serde_json::Value = app
         .http
         .get(app.url("/v1/billing/resellers/me/api-keys"))
@@ -175,7 +187,7 @@ async fn api_keys_cannot_use_the_panel(db: Db) {
         .unwrap();
     assert_eq!(
         keys["apiKeys"].as_array().unwrap().len(),
-        1,
+        2,
         "nothing created or revoked by the API key"
     );
     assert_eq!(keys["apiKeys"][0]["status"], "active");

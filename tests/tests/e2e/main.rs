@@ -8,4 +8,8 @@ mod concurrency;
 mod hygiene;
 mod keys;
 mod licenses;
+mod product;
 mod promo;
+mod redemption;
+mod redemption_limits;
+mod startup;

@@ -4,6 +4,7 @@
 use partner_billing::domain::ClientId;
 use partner_billing::quota;
 use partner_billing::store::FaultPoint;
+use partner_billing_client::{Credentials, Error, PartnerClient};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases, logs};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -206,6 +207,19 @@ async fn batch_of_ten_and_its_replay(db: Db) {
     );
     assert_eq!(app.balance(&r, "pro").await, Some(15));
     assert_eq!(ledger_kinds(&app, &r).await, ["credit", "promo_batch"]);
+
+    // Through the SDK: a generated key is reported, and the replay is flagged.
+    let sdk = PartnerClient::new(&app.base_url, Credentials::new(&r.client_id, &r.secret)).unwrap();
+    let issued = sdk.generate_promo_batch("pro", 3, None).await.unwrap();
+    assert!(!issued.replayed);
+    assert_eq!(issued.value.codes.len(), 3);
+    assert_eq!(issued.value.remaining_balance, 12);
+    let again = sdk.generate_promo_batch("pro", 3, Some(&issued.idempotency_key)).await.unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.value, issued.value);
+    let err = sdk.generate_promo_batch("pro", 13, None).await.unwrap_err();
+    assert!(matches!(err, Error::InsufficientQuota { .. }), "{err:?}");
+    assert_eq!(app.balance(&r, "pro").await, Some(12));
     app.assert_audit_clean().await;
     app.stop().await;
 }

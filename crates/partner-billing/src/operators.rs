@@ -1,0 +1,216 @@
+//! Operator tokens (`rso_…`): the bearer credential of the product's own backend on the
+//! product API. Created by the operator, shown once, stored only as SHA-256, and checked against
+//! the database on every request, so a revocation acts on the next one.
+
+use serde::Serialize;
+use sqlx::Row;
+
+use crate::domain::{InvalidField, Secret, SecretKind};
+use crate::error::{Error, Result};
+use crate::store::{Store, is_unique_violation};
+
+/// `lastUsedUtc` is written at most this often per token.
+pub const LAST_USED_GRANULARITY_SECONDS: i64 = 60;
+
+/// A token just created. The plaintext is here and nowhere else; [`Secret`] keeps it out of
+/// `Debug` output.
+#[derive(Debug, Clone)]
+pub struct CreatedOperatorToken {
+    pub name: String,
+    pub token: Secret,
+    pub created_utc: i64,
+}
+
+/// A token as the operator lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorTokenInfo {
+    pub name: String,
+    /// `active` or `revoked`.
+    pub status: String,
+    pub created_utc: i64,
+    /// To the minute; `None` if never used.
+    pub last_used_utc: Option<i64>,
+    pub revoked_utc: Option<i64>,
+}
+
+/// Who calls the product API: an operator token, or the operator's own console (the admin
+/// CLI, which works on the database directly).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorIdentity {
+    /// The token's row id; `None` for the console.
+    token_id: Option<i64>,
+    /// The token's name (`console` for the console).
+    pub name: String,
+}
+
+impl OperatorIdentity {
+    /// The operator's console: support staff redeeming on a user's behalf.
+    pub fn console() -> Self {
+        Self {
+            token_id: None,
+            name: "console".to_owned(),
+        }
+    }
+
+    /// Whose idempotency keys these are: each token has its own, the console has one set.
+    pub(crate) fn idempotency_scope(&self) -> String {
+        match self.token_id {
+            Some(id) => format!("token:{id}"),
+            None => "console".to_owned(),
+        }
+    }
+
+    /// Who did it, for the records a write leaves behind.
+    pub(crate) fn actor(&self) -> String {
+        match self.token_id {
+            Some(_) => format!("operator_token:{}", self.name),
+            None => "operator".to_owned(),
+        }
+    }
+}
+
+/// A token name: 1–64 characters, no control characters.
+fn parse_token_name(name: &str) -> Result<String, InvalidField> {
+    let chars = name.chars().count();
+    if (1..=64).contains(&chars) && !name.chars().any(char::is_control) && !name.trim().is_empty() {
+        Ok(name.to_owned())
+    } else {
+        Err(InvalidField::new(
+            "name",
+            "must be 1-64 characters without control characters",
+        ))
+    }
+}
+
+/// Creates a token with a unique name; its plaintext is in the result and nowhere else.
+/// A name in use (revoked tokens included) is [`Error::AlreadyExists`].
+pub async fn create_operator_token(store: &Store, name: &str) -> Result<CreatedOperatorToken> {
+    let name = parse_token_name(name)?;
+    let token = Secret::generate(SecretKind::OperatorToken);
+    let now = store.now_utc();
+    sqlx::query(
+        "INSERT INTO operator_tokens (name, token_hash, status, created_utc) \
+         VALUES ($1, $2, 'active', $3)",
+    )
+    .bind(name.as_str())
+    .bind(token.hash())
+    .bind(now)
+    .execute(store.pool())
+    .await
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            Error::AlreadyExists("operator token")
+        } else {
+            e.into()
+        }
+    })?;
+    tracing::info!(name = %name, "operator token created");
+    Ok(CreatedOperatorToken {
+        name,
+        token,
+        created_utc: now,
+    })
+}
+
+/// Every token, oldest first, revoked ones included.
+pub async fn list_operator_tokens(store: &Store) -> Result<Vec<OperatorTokenInfo>> {
+    let rows = sqlx::query(
+        "SELECT name, status, created_utc, last_used_utc, revoked_utc \
+         FROM operator_tokens ORDER BY created_utc, id",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(OperatorTokenInfo {
+                name: row.try_get("name")?,
+                status: row.try_get("status")?,
+                created_utc: row.try_get("created_utc")?,
+                last_used_utc: row.try_get("last_used_utc")?,
+                revoked_utc: row.try_get("revoked_utc")?,
+            })
+        })
+        .collect()
+}
+
+/// Revokes a token by name; it is refused from the next request on. Revoking it again
+/// succeeds; an unknown name is [`Error::NotFound`].
+pub async fn revoke_operator_token(store: &Store, name: &str) -> Result<()> {
+    let result = sqlx::query(
+        "UPDATE operator_tokens SET status = 'revoked', revoked_utc = COALESCE(revoked_utc, $1) \
+         WHERE name = $2",
+    )
+    .bind(store.now_utc())
+    .bind(name)
+    .execute(store.pool())
+    .await?;
+    if result.rows_affected() == 0 {
+        return Err(Error::NotFound("operator token"));
+    }
+    tracing::info!(name = %name, "operator token revoked");
+    Ok(())
+}
+
+/// Verifies a bearer token against the database, on every request. Anything but an active
+/// operator token (an API key secret, a panel session token, a revoked or unknown token) is
+/// [`Error::Unauthorized`].
+pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<OperatorIdentity> {
+    if !token.has_shape(SecretKind::OperatorToken) {
+        return Err(Error::Unauthorized);
+    }
+    let row = sqlx::query(
+        "SELECT id, name, last_used_utc FROM operator_tokens \
+         WHERE token_hash = $1 AND status = 'active'",
+    )
+    .bind(token.hash())
+    .fetch_optional(store.pool())
+    .await?
+    .ok_or(Error::Unauthorized)?;
+    let token_id: i64 = row.try_get("id")?;
+    let last_used: Option<i64> = row.try_get("last_used_utc")?;
+    let now = store.now_utc();
+    if last_used.is_none_or(|t| now - t >= LAST_USED_GRANULARITY_SECONDS) {
+        sqlx::query(
+            "UPDATE operator_tokens SET last_used_utc = $1 WHERE id = $2 \
+             AND (last_used_utc IS NULL OR last_used_utc <= $3)",
+        )
+        .bind(now)
+        .bind(token_id)
+        .bind(now - LAST_USED_GRANULARITY_SECONDS)
+        .execute(store.pool())
+        .await?;
+    }
+    Ok(OperatorIdentity {
+        token_id: Some(token_id),
+        name: row.try_get("name")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_names_are_checked() {
+        assert!(parse_token_name("product-backend").is_ok());
+        assert!(parse_token_name(&"n".repeat(64)).is_ok());
+        assert!(parse_token_name(&"n".repeat(65)).is_err());
+        assert!(parse_token_name("").is_err());
+        assert!(parse_token_name("   ").is_err());
+        assert!(parse_token_name("a\nb").is_err());
+    }
+
+    #[test]
+    fn scopes_and_actors_tell_callers_apart() {
+        let token = OperatorIdentity {
+            token_id: Some(7),
+            name: "backend".to_owned(),
+        };
+        assert_eq!(token.idempotency_scope(), "token:7");
+        assert_eq!(token.actor(), "operator_token:backend");
+        let console = OperatorIdentity::console();
+        assert_eq!(console.idempotency_scope(), "console");
+        assert_ne!(console.actor(), token.actor());
+    }
+}

@@ -1,0 +1,332 @@
+//! Promo-code redemption (DESIGN §12): a registered login trades a code for a license.
+//!
+//! The code is normalised and looked up by its HMAC; unknown and malformed codes take the same
+//! path to the same answer. The per-code limit is a conditional `UPDATE … WHERE redemptions <
+//! limit` inside the write transaction, so it holds under any concurrency, on every replica.
+//! Redemption charges no quota: the code was paid for when its batch was generated.
+
+pub mod attempts;
+
+use std::fmt;
+
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::domain::{IdempotencyKey, Login};
+use crate::error::{Error, Result};
+use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
+use crate::operators::OperatorIdentity;
+use crate::promo::normalize_code;
+use crate::store::{Store, Tx, is_unique_violation};
+use crate::wire::{RedeemPromoCodeRequest, RedeemedLicense};
+
+const SECONDS_PER_DAY: i64 = 86_400;
+
+/// A parsed redemption request. The code is kept as typed; it is never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedeemPromoCode {
+    code: String,
+    pub login: Login,
+    pub idempotency_key: IdempotencyKey,
+}
+
+impl RedeemPromoCode {
+    /// A request for `login` with the code as typed. Whether the code is well-formed is not
+    /// checked here: a malformed code is answered exactly like an unknown one.
+    pub fn new(code: &str, login: Login, idempotency_key: IdempotencyKey) -> Self {
+        Self {
+            code: code.to_owned(),
+            login,
+            idempotency_key,
+        }
+    }
+
+    /// The text whose HMAC is looked up: the normalised code, or the input as typed when it
+    /// cannot be a code (then it matches nothing, since every stored code is normalised).
+    fn lookup_text(&self) -> String {
+        normalize_code(&self.code).unwrap_or_else(|| self.code.clone())
+    }
+}
+
+impl TryFrom<&RedeemPromoCodeRequest> for RedeemPromoCode {
+    type Error = Error;
+
+    fn try_from(request: &RedeemPromoCodeRequest) -> Result<Self> {
+        Ok(Self::new(
+            &request.code,
+            Login::parse("login", &request.login)?,
+            IdempotencyKey::parse("idempotencyKey", &request.idempotency_key)?,
+        ))
+    }
+}
+
+impl fmt::Debug for RedeemPromoCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedeemPromoCode")
+            .field("code", &"[redacted]")
+            .field("login", &self.login)
+            .field("idempotency_key", &self.idempotency_key)
+            .finish()
+    }
+}
+
+/// Whether an error is a failed guess, counted against the login's attempts.
+fn is_failed_guess(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::CodeNotFound | Error::CodeExpired | Error::CodeExhausted | Error::AlreadyRedeemed
+    )
+}
+
+/// Redeems a code for a registered login and grants the license (source `promo`, linked to
+/// the batch and the reseller that bought it), charging nothing.
+///
+/// Answers, besides the license: [`Error::UnknownLogin`], [`Error::TooManyAttempts`] (checked
+/// before the code), [`Error::CodeNotFound`] (unknown or malformed), [`Error::CodeExpired`],
+/// [`Error::AlreadyRedeemed`], [`Error::CodeExhausted`]. The same idempotency key with the same
+/// request replays the license; with another request it is [`Error::IdempotencyKeyReused`].
+pub async fn redeem_promo_code(
+    store: &Store,
+    operator: &OperatorIdentity,
+    request: RedeemPromoCode,
+) -> Result<Outcome<RedeemedLicense>> {
+    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
+        .bind(request.login.as_str())
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::UnknownLogin)?;
+    let attempt = attempts::reserve(store, user_id).await?;
+    let result = redeem_reserved(store, operator, &request, user_id).await;
+    match &result {
+        Err(err) if is_failed_guess(err) => {
+            tracing::info!(operator = %operator.name, outcome = %err, "promo redemption refused");
+        }
+        _ => attempt.release(store).await,
+    }
+    result
+}
+
+/// What a redemption needs to know about a code, read inside its transaction.
+struct CodeRow {
+    redemptions_per_code: i64,
+    codes_expire_utc: i64,
+    account_id: i64,
+    client_id: String,
+    batch_id: String,
+    plan_id: i64,
+    plan_slug: String,
+    duration_days: Option<i64>,
+}
+
+async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
+    let row = sqlx::query(
+        "SELECT b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
+         a.client_id, p.id AS plan_id, p.slug, p.duration_days \
+         FROM promo_codes c JOIN promo_batches b ON b.id = c.batch_row_id \
+         JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
+         WHERE c.code_hash = $1",
+    )
+    .bind(code_hash)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(Error::CodeNotFound)?;
+    Ok(CodeRow {
+        redemptions_per_code: row.try_get("redemptions_per_code")?,
+        codes_expire_utc: row.try_get("codes_expire_utc")?,
+        account_id: row.try_get("account_id")?,
+        client_id: row.try_get("client_id")?,
+        batch_id: row.try_get("batch_id")?,
+        plan_id: row.try_get("plan_id")?,
+        plan_slug: row.try_get("slug")?,
+        duration_days: row.try_get("duration_days")?,
+    })
+}
+
+/// The redemption proper, once the attempt is counted.
+async fn redeem_reserved(
+    store: &Store,
+    operator: &OperatorIdentity,
+    request: &RedeemPromoCode,
+    user_id: i64,
+) -> Result<Outcome<RedeemedLicense>> {
+    let code_hash = store.master_key()?.code_hash(&request.lookup_text());
+    // The fingerprint holds the code's HMAC, never the code.
+    let fingerprint = Fingerprint::new(
+        "promo_redemption",
+        &[code_hash.as_str(), request.login.as_str()],
+    );
+    let owner = operator.idempotency_scope();
+    let scope = Scope::Operator(&owner);
+    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let mut tx =
+        match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
+            .await?
+        {
+            Begun::Replay(body) => {
+                let value = serde_json::from_str(&body)
+                    .map_err(|e| Error::Internal(format!("stored redemption unreadable: {e}")))?;
+                return Ok(Outcome {
+                    value,
+                    replayed: true,
+                });
+            }
+            Begun::Fresh(tx) => tx,
+        };
+    let now = store.now_utc();
+    let granted = grant_license(&mut tx, operator, request, user_id, &code_hash, now).await;
+    let license = match granted {
+        Ok(license) => license,
+        Err(err) => {
+            // Roll back now, not when the connection is next used: the key's lock and any row
+            // lock go before the answer, so an immediate retry gets the same answer.
+            let _ = tx.rollback().await;
+            return Err(err);
+        }
+    };
+    let body = serde_json::to_string(&license)
+        .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
+    idempotency::record(
+        &mut tx,
+        scope,
+        &request.idempotency_key,
+        &fingerprint,
+        &body,
+        now,
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(
+        operator = %operator.name,
+        license_id = %license.license_id,
+        batch_id = %license.batch_id,
+        client_id = %license.client_id,
+        plan = %license.plan_slug,
+        "promo code redeemed"
+    );
+    Ok(Outcome {
+        value: license,
+        replayed: false,
+    })
+}
+
+/// Checks the code and grants its license inside the redemption's transaction.
+async fn grant_license(
+    tx: &mut Tx,
+    operator: &OperatorIdentity,
+    request: &RedeemPromoCode,
+    user_id: i64,
+    code_hash: &str,
+    now: i64,
+) -> Result<RedeemedLicense> {
+    let code = find_code(tx, code_hash).await?;
+    if now > code.codes_expire_utc {
+        return Err(Error::CodeExpired);
+    }
+    let redeemed_before: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM promo_redemptions WHERE code_hash = $1 AND user_id = $2",
+    )
+    .bind(code_hash)
+    .bind(user_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    if redeemed_before > 0 {
+        return Err(Error::AlreadyRedeemed);
+    }
+    // The per-code limit: PostgreSQL re-checks the condition on the locked row, SQLite runs one
+    // writer at a time, so concurrent redemptions can never pass it.
+    let counted = sqlx::query(
+        "UPDATE promo_codes SET redemptions = redemptions + 1 \
+         WHERE code_hash = $1 AND redemptions < $2",
+    )
+    .bind(code_hash)
+    .bind(code.redemptions_per_code)
+    .execute(&mut **tx)
+    .await?;
+    if counted.rows_affected() == 0 {
+        return Err(Error::CodeExhausted);
+    }
+    let license_id = Uuid::new_v4().to_string();
+    let expires_utc = code.duration_days.map(|days| now + days * SECONDS_PER_DAY);
+    sqlx::query(
+        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, batch_id, created_utc, expires_utc) \
+         VALUES ($1, $2, $3, $4, 'promo', $5, $6, $7)",
+    )
+    .bind(license_id.as_str())
+    .bind(user_id)
+    .bind(code.plan_id)
+    .bind(code.account_id)
+    .bind(code.batch_id.as_str())
+    .bind(now)
+    .bind(expires_utc)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO promo_redemptions (code_hash, user_id, license_id, actor, created_utc) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(code_hash)
+    .bind(user_id)
+    .bind(license_id.as_str())
+    .bind(operator.actor())
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| {
+        // The same login redeeming the same code concurrently under another key.
+        if is_unique_violation(&e) {
+            Error::AlreadyRedeemed
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(RedeemedLicense {
+        license_id,
+        plan_slug: code.plan_slug,
+        login: request.login.to_string(),
+        source: "promo".to_owned(),
+        client_id: code.client_id,
+        batch_id: code.batch_id,
+        created_utc: now,
+        expires_utc,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(code: &str) -> RedeemPromoCode {
+        RedeemPromoCode::new(
+            code,
+            Login::parse("login", "alice").unwrap(),
+            IdempotencyKey::parse("key", "redeem-key-1").unwrap(),
+        )
+    }
+
+    #[test]
+    fn lookup_text_is_normalised_or_left_as_typed() {
+        assert_eq!(
+            request("abcd efgh-jkmn-pqrs").lookup_text(),
+            "ABCDEFGHJKMNPQRS"
+        );
+        assert_eq!(request("not a code").lookup_text(), "not a code");
+        // Malformed input can never equal a normalised code, so it matches no stored hash.
+        assert!(normalize_code(&request("not a code").lookup_text()).is_none());
+    }
+
+    #[test]
+    fn debug_never_shows_the_code() {
+        let shown = format!("{:?}", request("CANARY-CODE"));
+        assert!(!shown.contains("CANARY"), "{shown}");
+    }
+
+    #[test]
+    fn only_code_failures_count_as_guesses() {
+        assert!(is_failed_guess(&Error::CodeNotFound));
+        assert!(is_failed_guess(&Error::AlreadyRedeemed));
+        assert!(!is_failed_guess(&Error::RequestInProgress));
+        assert!(!is_failed_guess(&Error::TooManyAttempts {
+            retry_after_seconds: 1
+        }));
+    }
+}
