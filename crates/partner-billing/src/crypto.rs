@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
@@ -152,6 +152,21 @@ impl fmt::Debug for MasterKey {
     }
 }
 
+/// The master key file used when none is named: `partner-billing.key` in the SQLite database's
+/// directory, else (PostgreSQL, or a database file without a directory) in the working
+/// directory. The server and the admin CLI share this rule.
+pub fn default_master_key_path(database_url: &str) -> PathBuf {
+    const NAME: &str = "partner-billing.key";
+    let file = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest));
+    match file.map(Path::new).and_then(Path::parent) {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(NAME),
+        _ => PathBuf::from(NAME),
+    }
+}
+
 fn random_master() -> [u8; 32] {
     let mut master = [0u8; 32];
     OsRng.fill_bytes(&mut master);
@@ -183,6 +198,26 @@ mod tests {
         assert!(key.open(&sealed, b"batch-2").is_err());
         assert!(MasterKey::generate().open(&sealed, b"batch-1").is_err());
         assert_eq!(format!("{key:?}"), "MasterKey([redacted])");
+    }
+
+    #[test]
+    fn the_default_key_sits_beside_the_sqlite_file() {
+        assert_eq!(
+            default_master_key_path("sqlite:///var/lib/pb/billing.db?mode=rwc"),
+            PathBuf::from("/var/lib/pb/partner-billing.key")
+        );
+        assert_eq!(
+            default_master_key_path("sqlite://data/billing.db"),
+            PathBuf::from("data/partner-billing.key")
+        );
+        assert_eq!(
+            default_master_key_path("sqlite://partner-billing.db"),
+            PathBuf::from("partner-billing.key")
+        );
+        assert_eq!(
+            default_master_key_path("postgres://db.internal/billing"),
+            PathBuf::from("partner-billing.key")
+        );
     }
 
     #[test]

@@ -85,11 +85,33 @@ pub(crate) async fn begin(
     fingerprint: &Fingerprint,
 ) -> Result<Begun> {
     let mut tx = store.begin_write().await?;
+    match find_outcome(store, &mut tx, scope, key, fingerprint).await {
+        Ok(None) => Ok(Begun::Fresh(tx)),
+        Ok(Some(body)) => {
+            // Release the key's lock now, not when the connection is next used.
+            let _ = tx.rollback().await;
+            Ok(Begun::Replay(body))
+        }
+        Err(err) => {
+            let _ = tx.rollback().await;
+            Err(err)
+        }
+    }
+}
+
+/// Locks the key across replicas (PostgreSQL) and reads its stored outcome, if any.
+async fn find_outcome(
+    store: &Store,
+    tx: &mut Tx,
+    scope: Scope<'_>,
+    key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
+) -> Result<Option<String>> {
     if store.backend() == Backend::Postgres {
         let locked: bool =
             sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
                 .bind(scope.lock_name(key))
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut **tx)
                 .await?;
         if !locked {
             return Err(Error::RequestInProgress);
@@ -108,17 +130,29 @@ pub(crate) async fn begin(
         .bind(owner),
     }
     .bind(key.as_str())
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
-    match row {
-        None => Ok(Begun::Fresh(tx)),
-        Some(row) => {
-            let operation: String = row.try_get("operation")?;
-            let digest: String = row.try_get("fingerprint")?;
-            if operation != fingerprint.operation || digest != fingerprint.digest {
-                return Err(Error::IdempotencyKeyReused);
-            }
-            Ok(Begun::Replay(row.try_get("response_body")?))
+    let Some(row) = row else { return Ok(None) };
+    let operation: String = row.try_get("operation")?;
+    let digest: String = row.try_get("fingerprint")?;
+    if operation != fingerprint.operation || digest != fingerprint.digest {
+        return Err(Error::IdempotencyKeyReused);
+    }
+    Ok(Some(row.try_get("response_body")?))
+}
+
+/// Ends the transaction of a keyed request: COMMIT on success, an immediate ROLLBACK on
+/// failure, so the key's lock is released before the answer and an immediate retry runs again
+/// instead of meeting `RequestInProgress`.
+pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
+    match result {
+        Ok(value) => {
+            tx.commit().await?;
+            Ok(value)
+        }
+        Err(err) => {
+            let _ = tx.rollback().await;
+            Err(err)
         }
     }
 }

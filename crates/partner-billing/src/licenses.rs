@@ -59,55 +59,59 @@ pub async fn issue_license(
             }
             Begun::Fresh(tx) => tx,
         };
-    let plan = find_plan(&mut tx, &request.plan).await?;
-    let user_id = find_user(&mut tx, &request.login).await?;
-    let now = store.now_utc();
-    let license_id = Uuid::new_v4().to_string();
-    let actor = format!("api_key:{}", account.api_key_id);
-    let remaining = debit(
-        &mut tx,
-        account.account_id,
-        plan.id,
-        1,
-        EntryKind::License,
-        &actor,
-        &license_id,
-        now,
-    )
-    .await?;
-    let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
-    sqlx::query(
-        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-         VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
-    )
-    .bind(license_id.as_str())
-    .bind(user_id)
-    .bind(plan.id)
-    .bind(account.account_id)
-    .bind(now)
-    .bind(expires_utc)
-    .execute(&mut *tx)
-    .await?;
-    let license = License {
-        license_id,
-        plan_slug: request.plan.to_string(),
-        login: request.login.to_string(),
-        remaining_balance: remaining,
-        created_utc: now,
-        expires_utc,
-    };
-    let body = serde_json::to_string(&license)
-        .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
-    idempotency::record(
-        &mut tx,
-        scope,
-        &request.idempotency_key,
-        &fingerprint,
-        &body,
-        now,
-    )
-    .await?;
-    tx.commit().await?;
+    let result = async {
+        let plan = find_plan(&mut tx, &request.plan).await?;
+        let user_id = find_user(&mut tx, &request.login).await?;
+        let now = store.now_utc();
+        let license_id = Uuid::new_v4().to_string();
+        let actor = format!("api_key:{}", account.api_key_id);
+        let remaining = debit(
+            &mut tx,
+            account.account_id,
+            plan.id,
+            1,
+            EntryKind::License,
+            &actor,
+            &license_id,
+            now,
+        )
+        .await?;
+        let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
+        sqlx::query(
+            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+             VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
+        )
+        .bind(license_id.as_str())
+        .bind(user_id)
+        .bind(plan.id)
+        .bind(account.account_id)
+        .bind(now)
+        .bind(expires_utc)
+        .execute(&mut *tx)
+        .await?;
+        let license = License {
+            license_id,
+            plan_slug: request.plan.to_string(),
+            login: request.login.to_string(),
+            remaining_balance: remaining,
+            created_utc: now,
+            expires_utc,
+        };
+        let body = serde_json::to_string(&license)
+            .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
+        idempotency::record(
+            &mut tx,
+            scope,
+            &request.idempotency_key,
+            &fingerprint,
+            &body,
+            now,
+        )
+        .await?;
+        Ok(license)
+    }
+    .await;
+    let license = idempotency::settle(tx, result).await?;
     tracing::info!(client_id = %account.client_id, license_id = %license.license_id, plan = %request.plan, "license issued");
     Ok(Outcome {
         value: license,

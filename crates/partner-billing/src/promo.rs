@@ -186,12 +186,58 @@ pub async fn generate_promo_batch(
         Begun::Replay(body) => return replay(store, key, &body).await,
         Begun::Fresh(tx) => tx,
     };
-    let plan = find_plan(&mut tx, &request.plan).await?;
+    let result = store_batch(
+        store,
+        key,
+        &mut tx,
+        account,
+        &request,
+        scope,
+        &fingerprint,
+        &mut drawn,
+    )
+    .await;
+    let mut batch = idempotency::settle(tx, result).await?;
+    tracing::info!(
+        client_id = %account.client_id,
+        batch_id = %batch.batch_id,
+        order_public_id = %batch.order_public_id,
+        plan = %request.plan,
+        count = request.count,
+        "promo batch generated"
+    );
+    batch.codes = drawn
+        .codes
+        .iter()
+        .map(|c| PromoCode {
+            code: display_code(c),
+        })
+        .collect();
+    Ok(Outcome {
+        value: batch,
+        replayed: false,
+    })
+}
+
+/// The transaction of a fresh batch: debit, batch row, code hashes, sealed payload and
+/// idempotency record. Any error leaves the caller to roll it all back.
+#[allow(clippy::too_many_arguments)]
+async fn store_batch(
+    store: &Store,
+    key: &MasterKey,
+    tx: &mut Tx,
+    account: &PartnerAccount,
+    request: &GeneratePromoBatch,
+    scope: Scope<'_>,
+    fingerprint: &Fingerprint,
+    drawn: &mut DrawnBatch,
+) -> Result<PromoBatch> {
+    let plan = find_plan(tx, &request.plan).await?;
     let now = store.now_utc();
     let order_public_id = Uuid::new_v4().to_string();
     let actor = format!("api_key:{}", account.api_key_id);
     let remaining = debit(
-        &mut tx,
+        tx,
         account.account_id,
         plan.id,
         request.count,
@@ -216,9 +262,9 @@ pub async fn generate_promo_batch(
     .bind(plan.redemptions_per_code)
     .bind(now + plan.code_validity_days * SECONDS_PER_DAY)
     .bind(now)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
-    insert_code_hashes(store, key, &mut tx, batch_row_id, &mut drawn).await?;
+    insert_code_hashes(store, key, tx, batch_row_id, drawn).await?;
     if store.fault(FaultPoint::AfterCodes) {
         return Err(Error::PromoGenerationFailed);
     }
@@ -228,9 +274,9 @@ pub async fn generate_promo_batch(
     .bind(batch_row_id)
     .bind(drawn.sealed.as_str())
     .bind(now + RECOVERY_WINDOW_SECONDS)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    let mut batch = PromoBatch {
+    let batch = PromoBatch {
         order_public_id,
         batch_id: drawn.batch_id.clone(),
         plan_slug: request.plan.to_string(),
@@ -241,7 +287,7 @@ pub async fn generate_promo_batch(
     // The stored outcome holds everything but the codes, which live only in the sealed payload.
     let body = serde_json::to_string(&batch).map_err(|e| Error::Internal(e.to_string()))?;
     idempotency::record(
-        &mut tx,
+        tx,
         scope,
         &request.idempotency_key,
         &fingerprint,
@@ -252,26 +298,7 @@ pub async fn generate_promo_batch(
     if store.fault(FaultPoint::BeforeCommit) {
         return Err(Error::PromoGenerationFailed);
     }
-    tx.commit().await?;
-    tracing::info!(
-        client_id = %account.client_id,
-        batch_id = %batch.batch_id,
-        order_public_id = %batch.order_public_id,
-        plan = %request.plan,
-        count = request.count,
-        "promo batch generated"
-    );
-    batch.codes = drawn
-        .codes
-        .iter()
-        .map(|c| PromoCode {
-            code: display_code(c),
-        })
-        .collect();
-    Ok(Outcome {
-        value: batch,
-        replayed: false,
-    })
+    Ok(batch)
 }
 
 /// Inserts every hash in one statement; a hash already taken (a collision with another batch,
