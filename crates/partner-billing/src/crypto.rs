@@ -17,7 +17,8 @@ use sha2::Sha256;
 /// 32 secret bytes, kept in a file beside the database (mode 0600).
 #[derive(Clone)]
 pub struct MasterKey {
-    lookup: [u8; 32],
+    /// HMAC keyed with the lookup subkey, cloned per hash (saves the key schedule each time).
+    lookup: Hmac<Sha256>,
     sealing: [u8; 32],
 }
 
@@ -51,7 +52,11 @@ fn derive(master: &[u8; 32], label: &[u8]) -> [u8; 32] {
 impl MasterKey {
     fn from_master(master: [u8; 32]) -> Self {
         Self {
-            lookup: derive(&master, b"partner-billing promo-code lookup v1"),
+            lookup: <Hmac<Sha256> as Mac>::new_from_slice(&derive(
+                &master,
+                b"partner-billing promo-code lookup v1",
+            ))
+            .expect("HMAC takes any key length"),
             sealing: derive(&master, b"partner-billing recovery payload v1"),
         }
     }
@@ -102,7 +107,7 @@ impl MasterKey {
 
     /// The lookup hash of a normalised promo code: hex HMAC-SHA256.
     pub fn code_hash(&self, normalised_code: &str) -> String {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.lookup).expect("any key length");
+        let mut mac = self.lookup.clone();
         mac.update(normalised_code.as_bytes());
         hex::encode(mac.finalize().into_bytes())
     }

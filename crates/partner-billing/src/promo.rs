@@ -95,16 +95,26 @@ pub fn display_code(normalised: &str) -> String {
 
 /// 80 random bits as 16 Crockford symbols.
 fn draw_code() -> Result<String> {
-    let mut bytes = [0u8; 10];
+    Ok(draw_codes(1)?.pop().unwrap_or_default())
+}
+
+/// `count` codes from one read of the OS CSPRNG (10 bytes = 80 bits each).
+fn draw_codes(count: usize) -> Result<Vec<String>> {
+    let mut bytes = vec![0u8; 10 * count];
     OsRng
         .try_fill_bytes(&mut bytes)
         .map_err(|_| Error::PromoGenerationFailed)?;
-    let bits = bytes
-        .iter()
-        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
-    Ok((0..CODE_SYMBOLS)
-        .rev()
-        .map(|i| CROCKFORD[((bits >> (i * 5)) & 31) as usize] as char)
+    Ok(bytes
+        .chunks_exact(10)
+        .map(|chunk| {
+            let bits = chunk
+                .iter()
+                .fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
+            (0..CODE_SYMBOLS)
+                .rev()
+                .map(|i| CROCKFORD[((bits >> (i * 5)) & 31) as usize] as char)
+                .collect()
+        })
         .collect())
 }
 
@@ -121,12 +131,12 @@ impl DrawnBatch {
         if store.fault(FaultPoint::DrawCodes) {
             return Err(Error::PromoGenerationFailed);
         }
+        let mut codes = draw_codes(count)?;
+        // A repeat inside one batch (about 2^-61 for 1000 codes) is redrawn.
         let mut seen = HashSet::with_capacity(count);
-        let mut codes = Vec::with_capacity(count);
-        while codes.len() < count {
-            let code = draw_code()?;
-            if seen.insert(code.clone()) {
-                codes.push(code);
+        for code in &mut codes {
+            while !seen.insert(code.clone()) {
+                *code = draw_code()?;
             }
         }
         let hashes = codes.iter().map(|c| key.code_hash(c)).collect();
