@@ -173,28 +173,23 @@ async fn redeem_reserved(
             Begun::Fresh(tx) => tx,
         };
     let now = store.now_utc();
-    let granted = grant_license(&mut tx, operator, request, user_id, &code_hash, now).await;
-    let license = match granted {
-        Ok(license) => license,
-        Err(err) => {
-            // Roll back now, not when the connection is next used: the key's lock and any row
-            // lock go before the answer, so an immediate retry gets the same answer.
-            let _ = tx.rollback().await;
-            return Err(err);
-        }
-    };
-    let body = serde_json::to_string(&license)
-        .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
-    idempotency::record(
-        &mut tx,
-        scope,
-        &request.idempotency_key,
-        &fingerprint,
-        &body,
-        now,
-    )
-    .await?;
-    tx.commit().await?;
+    let granted = async {
+        let license = grant_license(&mut tx, operator, request, user_id, &code_hash, now).await?;
+        let body = serde_json::to_string(&license)
+            .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
+        idempotency::record(
+            &mut tx,
+            scope,
+            &request.idempotency_key,
+            &fingerprint,
+            &body,
+            now,
+        )
+        .await?;
+        Ok(license)
+    }
+    .await;
+    let license = idempotency::settle(tx, granted).await?;
     tracing::info!(
         operator = %operator.name,
         license_id = %license.license_id,
