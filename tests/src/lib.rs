@@ -331,6 +331,30 @@ impl Drop for TestApp {
     }
 }
 
+/// Header names and values that must be identical across rejections (`Date` varies).
+pub fn header_shape(response: &reqwest::Response) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| name.as_str() != "date")
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    headers.sort();
+    headers
+}
+
+/// Asserts the service's one 401: empty body. Returns its header shape for comparison.
+pub async fn expect_empty_401(what: &str, response: reqwest::Response) -> Vec<(String, String)> {
+    assert_eq!(response.status(), 401, "{what}");
+    let headers = header_shape(&response);
+    let body = response.bytes().await.expect("401 body");
+    assert!(
+        body.is_empty(),
+        "{what}: 401 body must be empty, got {body:?}"
+    );
+    headers
+}
+
 /// Runs a scenario on SQLite, and on PostgreSQL when its URL is set.
 #[macro_export]
 macro_rules! both_databases {

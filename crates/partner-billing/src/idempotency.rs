@@ -165,15 +165,17 @@ pub(crate) enum Begun {
     Replay(String),
 }
 
-/// Stores the outcome of a success inside its transaction.
-pub(crate) async fn record(
+/// Stores the outcome of a success (its response body, as JSON) inside its transaction.
+pub(crate) async fn record<T: serde::Serialize>(
     tx: &mut Tx,
     scope: Scope<'_>,
     key: &IdempotencyKey,
     fingerprint: &Fingerprint,
-    response_body: &str,
+    outcome: &T,
     now_utc: i64,
 ) -> Result<()> {
+    let response_body = serde_json::to_string(outcome)
+        .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))?;
     match scope {
         Scope::Account(account_id) => sqlx::query(
             "INSERT INTO idempotency_records \
@@ -191,7 +193,7 @@ pub(crate) async fn record(
     .bind(key.as_str())
     .bind(fingerprint.operation)
     .bind(fingerprint.digest.as_str())
-    .bind(response_body)
+    .bind(response_body.as_str())
     .bind(now_utc)
     .execute(&mut **tx)
     .await

@@ -97,14 +97,12 @@ pub async fn issue_license(
             created_utc: now,
             expires_utc,
         };
-        let body = serde_json::to_string(&license)
-            .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
         idempotency::record(
             &mut tx,
             scope,
             &request.idempotency_key,
             &fingerprint,
-            &body,
+            &license,
             now,
         )
         .await?;

@@ -295,13 +295,12 @@ async fn store_batch(
         created_utc: now,
     };
     // The stored outcome holds everything but the codes, which live only in the sealed payload.
-    let body = serde_json::to_string(&batch).map_err(|e| Error::Internal(e.to_string()))?;
     idempotency::record(
         tx,
         scope,
         &request.idempotency_key,
-        &fingerprint,
-        &body,
+        fingerprint,
+        &batch,
         now,
     )
     .await?;

@@ -175,14 +175,12 @@ async fn redeem_reserved(
     let now = store.now_utc();
     let granted = async {
         let license = grant_license(&mut tx, operator, request, user_id, &code_hash, now).await?;
-        let body = serde_json::to_string(&license)
-            .map_err(|e| Error::Internal(format!("license not serialisable: {e}")))?;
         idempotency::record(
             &mut tx,
             scope,
             &request.idempotency_key,
             &fingerprint,
-            &body,
+            &license,
             now,
         )
         .await?;

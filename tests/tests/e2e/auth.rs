@@ -3,8 +3,8 @@
 use base64::Engine;
 use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::ClientId;
-use partner_billing_tests::{Db, TestApp, both_databases};
-use reqwest::{Method, Response};
+use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
+use reqwest::Method;
 
 both_databases!(
     every_rejection_is_the_same_empty_401,
@@ -13,26 +13,6 @@ both_databases!(
 );
 
 const BALANCES: &str = "/v1/billing/partner/balances";
-
-/// Header names and values that must be identical across rejections (Date varies).
-fn shape(response: &Response) -> Vec<(String, String)> {
-    let mut headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .filter(|(name, _)| name.as_str() != "date")
-        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    headers.sort();
-    headers
-}
-
-async fn expect_401(response: Response) -> Vec<(String, String)> {
-    assert_eq!(response.status(), 401);
-    let headers = shape(&response);
-    let body = response.bytes().await.unwrap();
-    assert!(body.is_empty(), "401 body must be empty, got {body:?}");
-    headers
-}
 
 fn basic(user: &str, password: &str) -> String {
     format!(
@@ -134,7 +114,7 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
     for (name, request) in cases {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 401, "{name}");
-        shapes.push((name, expect_401(response).await));
+        shapes.push((name, expect_empty_401(name, response).await));
     }
     let first = shapes[0].1.clone();
     assert!(
@@ -162,7 +142,10 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         .send()
         .await
         .unwrap();
-    assert_eq!(expect_401(response).await, first);
+    assert_eq!(
+        expect_empty_401("a write with another account's secret", response).await,
+        first
+    );
     assert_eq!(app.balance(&a, "pro").await, Some(3));
     app.stop().await;
 }

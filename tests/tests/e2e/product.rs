@@ -6,8 +6,8 @@ use base64::Engine;
 use partner_billing::domain::Secret;
 use partner_billing::operators;
 use partner_billing_client::{Error, ProductClient};
-use partner_billing_tests::{Db, TestApp, both_databases};
-use reqwest::{Method, Response};
+use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
+use reqwest::Method;
 use serde_json::{Value, json};
 
 both_databases!(
@@ -72,29 +72,6 @@ async fn users_register_idempotently(db: Db) {
     app.stop().await;
 }
 
-/// Header names and values that must be identical across rejections (Date varies).
-fn shape(response: &Response) -> Vec<(String, String)> {
-    let mut headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .filter(|(name, _)| name.as_str() != "date")
-        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    headers.sort();
-    headers
-}
-
-async fn expect_401(what: &str, response: Response) -> Vec<(String, String)> {
-    assert_eq!(response.status(), 401, "{what}");
-    let headers = shape(&response);
-    let body = response.bytes().await.unwrap();
-    assert!(
-        body.is_empty(),
-        "{what}: 401 body must be empty, got {body:?}"
-    );
-    headers
-}
-
 async fn every_rejection_is_the_same_empty_401(db: Db) {
     let app = TestApp::spawn(&db).await;
     let token = app.operator_token("backend").await;
@@ -141,7 +118,10 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
     ];
     let mut shapes = Vec::new();
     for (what, request) in cases {
-        shapes.push((what, expect_401(what, request.send().await.unwrap()).await));
+        shapes.push((
+            what,
+            expect_empty_401(what, request.send().await.unwrap()).await,
+        ));
     }
     for (what, headers) in &shapes {
         assert_eq!(headers, &shapes[0].1, "{what} differs from {}", shapes[0].0);
@@ -158,7 +138,7 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         .send()
         .await
         .unwrap();
-    expect_401("redemption with an API key", response).await;
+    expect_empty_401("redemption with an API key", response).await;
     let licenses = app
         .product(Method::GET, &licenses_path("alice"), &token)
         .send()
@@ -217,7 +197,7 @@ async fn revoked_operator_token_is_refused_on_the_next_request(db: Db) {
             .send()
             .await
             .unwrap();
-        expect_401("revoked token", response).await;
+        expect_empty_401("revoked token", response).await;
         let response = server
             .product(Method::GET, &path, &spare)
             .send()

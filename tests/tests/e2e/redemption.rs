@@ -4,8 +4,7 @@
 use partner_billing::domain::ClientId;
 use partner_billing::quota;
 use partner_billing_client::{Error, ProductClient};
-use partner_billing_tests::{Db, Reseller, TestApp, both_databases, logs};
-use reqwest::Response;
+use partner_billing_tests::{Db, Reseller, TestApp, both_databases, header_shape, logs};
 use serde_json::Value;
 
 use crate::redemption_limits::{setup, status_and_body};
@@ -177,18 +176,6 @@ async fn normalised_input_redeems(db: Db) {
         .unwrap_err();
     assert!(matches!(error, Error::AlreadyRedeemed { .. }), "{error}");
     app.stop().await;
-}
-
-/// Headers that must not differ between two refusals (Date varies).
-fn header_shape(response: &Response) -> Vec<(String, String)> {
-    let mut headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .filter(|(name, _)| name.as_str() != "date")
-        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    headers.sort();
-    headers
 }
 
 async fn unknown_and_malformed_codes_are_indistinguishable(db: Db) {
