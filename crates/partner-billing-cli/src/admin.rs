@@ -1,6 +1,7 @@
 //! `partner-billing admin …`: operator commands, straight on the database through the core
 //! library. The command syntax is a stable contract (DESIGN.md §11).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -15,6 +16,7 @@ use serde_json::json;
 use crate::args;
 use crate::input::read_password;
 use crate::output::{Output, fields, opt, table, utc};
+use crate::product;
 
 /// Operator commands, run directly on the database.
 #[derive(Debug, Args)]
@@ -29,6 +31,16 @@ pub struct AdminArgs {
         value_name = "URL"
     )]
     pub database_url: String,
+
+    /// The master key file, read by `promo redeem` only; never created by these commands
+    /// [default: partner-billing.key beside the SQLite database, else in the working directory]
+    #[arg(
+        long,
+        global = true,
+        env = "PARTNER_BILLING_MASTER_KEY_FILE",
+        value_name = "FILE"
+    )]
+    pub master_key_file: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: AdminCommand,
@@ -51,6 +63,12 @@ pub enum AdminCommand {
     /// A reseller's API keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Operator tokens: the product backend's credential on the product API.
+    #[command(subcommand)]
+    OperatorToken(product::OperatorTokenCommand),
+    /// Promo codes, on an end user's behalf (support staff).
+    #[command(subcommand)]
+    Promo(product::PromoCommand),
     /// Consistency checks.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -88,6 +106,12 @@ pub enum UserCommand {
     /// Registers an end-user login (idempotent).
     Add {
         /// The end user's login (1-254 characters).
+        #[arg(long, value_name = "L", value_parser = args::login)]
+        login: Login,
+    },
+    /// Lists every license of a registered login, direct and redeemed.
+    Licenses {
+        /// The end user's login.
         #[arg(long, value_name = "L", value_parser = args::login)]
         login: Login,
     },
@@ -194,9 +218,21 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
         ) => Some(password_from_stdin().await?),
         _ => None,
     };
-    let store = Store::connect(&args.database_url, Clock::system())
+    // Only a redemption needs the master key; it is loaded (never created) before the
+    // database is touched, so a missing key changes nothing.
+    let master_key = match &args.command {
+        AdminCommand::Promo(_) => Some(product::load_master_key(
+            args.master_key_file.as_deref(),
+            &args.database_url,
+        )?),
+        _ => None,
+    };
+    let mut store = Store::connect(&args.database_url, Clock::system())
         .await
         .context("cannot open the database")?;
+    if let Some(key) = master_key {
+        store = store.with_master_key(key);
+    }
     let result = dispatch(&store, args.command, password, out).await;
     store.close().await;
     result
@@ -223,9 +259,14 @@ async fn dispatch(
                 },
             )?;
         }
+        AdminCommand::User(UserCommand::Licenses { login }) => {
+            product::user_licenses(store, &login, out).await?;
+        }
         AdminCommand::Reseller(cmd) => reseller(store, cmd, password, out).await?,
         AdminCommand::Quota(cmd) => quota_cmd(store, cmd, out).await?,
         AdminCommand::Key(cmd) => key(store, cmd, out).await?,
+        AdminCommand::OperatorToken(cmd) => product::operator_token(store, cmd, out).await?,
+        AdminCommand::Promo(cmd) => product::promo(store, cmd, out).await?,
         AdminCommand::Audit(AuditCommand::Verify) => return audit(store, out).await,
         AdminCommand::Purge => {
             let purged = promo::purge_expired(store).await?;

@@ -12,6 +12,7 @@ mod input;
 mod keys;
 mod output;
 mod partner;
+mod product;
 mod promo;
 mod session;
 

@@ -8,7 +8,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use partner_billing::clock::Clock;
-use partner_billing::crypto::MasterKey;
+use partner_billing::crypto::{MasterKey, default_master_key_path};
 use partner_billing::store::Store;
 
 /// Serve the Partner Billing API.
@@ -69,22 +69,6 @@ async fn main() -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// `partner-billing.key` in the SQLite database's directory, else in the working directory.
-fn default_master_key_path(database_url: &str) -> PathBuf {
-    const NAME: &str = "partner-billing.key";
-    let file = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .map(|rest| rest.split('?').next().unwrap_or(rest));
-    match file
-        .map(std::path::Path::new)
-        .and_then(std::path::Path::parent)
-    {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.join(NAME),
-        _ => PathBuf::from(NAME),
-    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM. The handlers are installed here, before the server says it

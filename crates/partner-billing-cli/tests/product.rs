@@ -1,0 +1,471 @@
+//! The product side of `partner-billing admin` through the built binary, on a fresh SQLite file:
+//! operator tokens, promo redemption by support staff, and a login's licenses. The reseller,
+//! plan and promo batch are set up with the core library directly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use partner_billing::clock::Clock;
+use partner_billing::crypto::MasterKey;
+use partner_billing::domain::{IdempotencyKey, Login, Password, PlanSlug, Secret};
+use partner_billing::plans::{self, NewPlan};
+use partner_billing::promo::{self, GeneratePromoBatch};
+use partner_billing::store::Store;
+use partner_billing::{accounts, keys, quota};
+use serde_json::Value;
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!(
+            "pb-cli-product-{tag}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn database_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("billing.db").display())
+}
+
+/// Runs `partner-billing admin --database-url … <args>` with no `PARTNER_BILLING_*` variable
+/// from the environment.
+fn admin(dir: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_partner-billing"));
+    command
+        .arg("admin")
+        .arg("--database-url")
+        .arg(database_url(dir))
+        .args(args);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("PARTNER_BILLING_") {
+            command.env_remove(name);
+        }
+    }
+    command.output().expect("run partner-billing")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn assert_success(out: &Output, args: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{args:?} failed ({:?}): stdout {:?} stderr {:?}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// Runs with `--json`, expects success and exactly one JSON object on stdout.
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = admin(dir, &all);
+    assert_success(&out, args);
+    let stdout = text(&out.stdout);
+    let mut stream = serde_json::Deserializer::from_str(&stdout).into_iter::<Value>();
+    let value = stream.next().expect("a JSON value").expect("valid JSON");
+    assert!(
+        stream.next().is_none(),
+        "more than one JSON value: {stdout:?}"
+    );
+    assert!(value.is_object(), "not an object: {stdout:?}");
+    value
+}
+
+/// A failure: exit status `code`, nothing on stdout, one `error: ` line on stderr holding
+/// `expected`.
+fn assert_one_line_error(out: &Output, code: i32, expected: &str) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout {:?} stderr {:?}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "stdout on failure: {:?}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "stderr is not one line: {stderr:?}"
+    );
+    assert!(stderr.starts_with("error: "), "{stderr:?}");
+    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
+    stderr
+}
+
+/// A plan `pro` (30 days, 2 redemptions per code), a reseller with quota, the login `alice`
+/// registered, and a batch of two codes generated through the library with the master key in
+/// `dir/partner-billing.key` (where the CLI looks by default). Returns the codes and the
+/// reseller's client id.
+fn set_up_batch(dir: &Path) -> (Vec<String>, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let key = MasterKey::load_or_create(&dir.join("partner-billing.key"), true).unwrap();
+        let store = Store::connect(&database_url(dir), Clock::system())
+            .await
+            .unwrap()
+            .with_master_key(key);
+        let slug = PlanSlug::parse("plan", "pro").unwrap();
+        plans::create_plan(
+            &store,
+            NewPlan::new(slug.clone(), "Pro", Some(30), Some(2), None).unwrap(),
+        )
+        .await
+        .unwrap();
+        plans::add_user(&store, &Login::parse("login", "alice").unwrap())
+            .await
+            .unwrap();
+        let password = "correct horse battery";
+        let client_id = accounts::create_reseller(
+            &store,
+            "Acme",
+            Password::parse("password", password).unwrap(),
+        )
+        .await
+        .unwrap();
+        quota::credit(&store, &client_id, &slug, 10, "test")
+            .await
+            .unwrap();
+        let session = accounts::create_session(
+            &store,
+            client_id.as_str(),
+            Password::parse("password", password).unwrap(),
+        )
+        .await
+        .unwrap();
+        let panel =
+            accounts::authenticate_session(&store, &Secret::from_presented(session.session_token))
+                .await
+                .unwrap();
+        let api_key = keys::create_api_key(&store, panel.account_id, Some("test"))
+            .await
+            .unwrap();
+        let account = keys::authenticate_api_key(
+            &store,
+            &api_key.client_id,
+            &Secret::from_presented(api_key.secret),
+        )
+        .await
+        .unwrap();
+        let batch = promo::generate_promo_batch(
+            &store,
+            &account,
+            GeneratePromoBatch {
+                plan: slug,
+                count: 2,
+                idempotency_key: IdempotencyKey::generate(),
+            },
+        )
+        .await
+        .unwrap();
+        store.close().await;
+        let codes = batch.value.codes.into_iter().map(|c| c.code).collect();
+        (codes, client_id.to_string())
+    })
+}
+
+#[test]
+fn operator_tokens_are_shown_once_listed_without_secrets_and_revoked() {
+    let dir = TempDir::new("tokens");
+    let dir = dir.0.as_path();
+
+    // Text: the token once on stdout, the warning on stderr.
+    let out = admin(
+        dir,
+        &["operator-token", "create", "--name", "product-backend"],
+    );
+    assert_success(&out, &["operator-token create"]);
+    let stdout = text(&out.stdout);
+    let token = stdout
+        .split_whitespace()
+        .find(|word| word.starts_with("rso_"))
+        .expect("the token on stdout")
+        .to_owned();
+    assert_eq!(token.len(), 4 + 43, "{token}");
+    assert_eq!(stdout.matches(&token).count(), 1, "{stdout}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("shown this once"), "{stderr:?}");
+    assert!(!stderr.contains(&token), "{stderr:?}");
+
+    // JSON: one object with name, token and createdUtc.
+    let created = json(dir, &["operator-token", "create", "--name", "reporting"]);
+    let second = created["token"].as_str().expect("token").to_owned();
+    assert!(second.starts_with("rso_") && second.len() == 47, "{second}");
+    assert_ne!(second, token);
+    assert_eq!(created["name"], "reporting");
+    assert!(created["createdUtc"].as_i64().unwrap() > 0);
+
+    // Listing never shows a token.
+    let out = admin(dir, &["operator-token", "list"]);
+    assert_success(&out, &["operator-token list"]);
+    let listed = text(&out.stdout);
+    assert!(listed.contains("product-backend") && listed.contains("reporting"));
+    assert!(!listed.contains("rso_"), "{listed}");
+    let list = json(dir, &["operator-token", "list"]);
+    assert!(!list.to_string().contains("rso_"), "{list}");
+    let tokens = list["operatorTokens"].as_array().expect("operatorTokens");
+    assert_eq!(tokens.len(), 2);
+    assert_eq!(tokens[0]["name"], "product-backend");
+    assert_eq!(tokens[0]["status"], "active");
+    assert_eq!(tokens[0]["lastUsedUtc"], Value::Null);
+    assert_eq!(tokens[0]["revokedUtc"], Value::Null);
+    assert!(tokens[0]["createdUtc"].as_i64().is_some());
+
+    // Revocation; again is fine; an unknown name is an error.
+    let revoked = json(
+        dir,
+        &["operator-token", "revoke", "--name", "product-backend"],
+    );
+    assert_eq!(revoked["revoked"], true);
+    assert_success(
+        &admin(
+            dir,
+            &["operator-token", "revoke", "--name", "product-backend"],
+        ),
+        &["revoke again"],
+    );
+    assert_one_line_error(
+        &admin(dir, &["operator-token", "revoke", "--name", "nobody"]),
+        1,
+        "no operator token named",
+    );
+    let list = json(dir, &["operator-token", "list"]);
+    let tokens = list["operatorTokens"].as_array().unwrap();
+    assert_eq!(tokens[0]["status"], "revoked");
+    assert!(tokens[0]["revokedUtc"].as_i64().is_some());
+    assert_eq!(tokens[1]["status"], "active");
+
+    // Names stay unique after revocation.
+    assert_one_line_error(
+        &admin(
+            dir,
+            &["operator-token", "create", "--name", "product-backend"],
+        ),
+        1,
+        "exists already",
+    );
+    // A bad name is refused.
+    assert_one_line_error(
+        &admin(dir, &["operator-token", "create", "--name", ""]),
+        2,
+        "name",
+    );
+    // The admin CLI never writes a master key.
+    assert!(!dir.join("partner-billing.key").exists());
+}
+
+#[test]
+fn support_staff_redeem_codes_and_list_licenses() {
+    let dir = TempDir::new("redeem");
+    let dir = dir.0.as_path();
+    let (codes, client_id) = set_up_batch(dir);
+    let code = codes[0].clone();
+
+    // As typed by a user: lower case, spaces instead of hyphens. No key given: one is made.
+    let typed = code.to_lowercase().replace('-', " ");
+    let redeemed = json(
+        dir,
+        &["promo", "redeem", "--code", &typed, "--login", "alice"],
+    );
+    assert_eq!(redeemed["source"], "promo");
+    assert_eq!(redeemed["planSlug"], "pro");
+    assert_eq!(redeemed["login"], "alice");
+    assert_eq!(redeemed["clientId"], client_id.as_str());
+    assert_eq!(redeemed["replayed"], false);
+    assert!(redeemed["expiresUtc"].as_i64().is_some());
+    let license_id = redeemed["licenseId"].as_str().unwrap().to_owned();
+    let key = redeemed["idempotencyKey"].as_str().unwrap().to_owned();
+    assert!(key.len() >= 8, "{key}");
+    assert!(!redeemed.to_string().contains(&code), "{redeemed}");
+
+    // The same key and request: the same license, replayed.
+    let again = json(
+        dir,
+        &[
+            "promo",
+            "redeem",
+            "--code",
+            &code,
+            "--login",
+            "alice",
+            "--idempotency-key",
+            &key,
+        ],
+    );
+    assert_eq!(again["licenseId"], license_id.as_str());
+    assert_eq!(again["replayed"], true);
+
+    // Text output shows the key it used.
+    plans_add_user(dir, "bob");
+    let out = admin(dir, &["promo", "redeem", "--code", &code, "--login", "bob"]);
+    assert_success(&out, &["promo redeem bob"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("idempotencyKey:"), "{stdout}");
+    assert!(stdout.contains("promo"), "{stdout}");
+
+    // The same login with a new key: already redeemed.
+    let stderr = assert_one_line_error(
+        &admin(
+            dir,
+            &["promo", "redeem", "--code", &code, "--login", "alice"],
+        ),
+        1,
+        "Promo.AlreadyRedeemed",
+    );
+    assert!(!stderr.contains(&code), "{stderr}");
+
+    // Unknown and malformed codes: the same answer, never echoing the input.
+    let unknown = "ZZZZ-ZZZZ-ZZZZ-ZZZZ";
+    let stderr = assert_one_line_error(
+        &admin(
+            dir,
+            &["promo", "redeem", "--code", unknown, "--login", "alice"],
+        ),
+        1,
+        "Promo.CodeNotFound",
+    );
+    assert!(!stderr.contains(unknown), "{stderr}");
+    assert_one_line_error(
+        &admin(
+            dir,
+            &[
+                "promo",
+                "redeem",
+                "--code",
+                "not a code",
+                "--login",
+                "alice",
+            ],
+        ),
+        1,
+        "Promo.CodeNotFound",
+    );
+
+    // An unregistered login.
+    assert_one_line_error(
+        &admin(
+            dir,
+            &["promo", "redeem", "--code", &codes[1], "--login", "mallory"],
+        ),
+        1,
+        "Reseller.UnknownLogin",
+    );
+
+    // The licenses of alice: the redeemed one, with source promo.
+    let listed = json(dir, &["user", "licenses", "--login", "alice"]);
+    assert_eq!(listed["login"], "alice");
+    let licenses = listed["licenses"].as_array().unwrap();
+    assert_eq!(licenses.len(), 1, "{listed}");
+    assert_eq!(licenses[0]["licenseId"], license_id.as_str());
+    assert_eq!(licenses[0]["source"], "promo");
+    assert_eq!(licenses[0]["planSlug"], "pro");
+    assert_eq!(licenses[0]["clientId"], client_id.as_str());
+    assert!(licenses[0]["batchId"].as_str().is_some());
+    let out = admin(dir, &["user", "licenses", "--login", "alice"]);
+    assert_success(&out, &["user licenses"]);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains(&license_id) && table.contains("promo"),
+        "{table}"
+    );
+    assert_one_line_error(
+        &admin(dir, &["user", "licenses", "--login", "mallory"]),
+        1,
+        "Reseller.UnknownLogin",
+    );
+
+    // A named key file that is missing: an error, and nothing is created.
+    let missing = dir.join("elsewhere.key");
+    let missing_arg = missing.display().to_string();
+    assert_one_line_error(
+        &admin(
+            dir,
+            &[
+                "promo",
+                "redeem",
+                "--master-key-file",
+                &missing_arg,
+                "--code",
+                &codes[1],
+                "--login",
+                "alice",
+            ],
+        ),
+        1,
+        "does not exist",
+    );
+    assert!(!missing.exists());
+    // A named key file that exists is used.
+    let out = admin(
+        dir,
+        &[
+            "--master-key-file",
+            &dir.join("partner-billing.key").display().to_string(),
+            "promo",
+            "redeem",
+            "--code",
+            &codes[1],
+            "--login",
+            "alice",
+        ],
+    );
+    assert_success(&out, &["promo redeem with --master-key-file"]);
+}
+
+#[test]
+fn redeem_never_creates_the_default_master_key() {
+    let dir = TempDir::new("nokey");
+    let dir = dir.0.as_path();
+    let stderr = assert_one_line_error(
+        &admin(
+            dir,
+            &[
+                "promo",
+                "redeem",
+                "--code",
+                "ABCD-EFGH-JKMN-PQRS",
+                "--login",
+                "alice",
+            ],
+        ),
+        1,
+        "does not exist",
+    );
+    assert!(stderr.contains("master key file"), "{stderr}");
+    assert!(!dir.join("partner-billing.key").exists());
+    // Loaded before the database is opened: nothing was created at all.
+    assert!(!dir.join("billing.db").exists());
+}
+
+/// Registers a login through the binary.
+fn plans_add_user(dir: &Path, login: &str) {
+    let out = admin(dir, &["user", "add", "--login", login]);
+    assert_success(&out, &["user add"]);
+}
