@@ -258,5 +258,32 @@ async fn readme_walkthrough(db: Db) {
         "audit: {}",
         String::from_utf8_lossy(&audit.stderr)
     );
+
+    // A balance changed behind the ledger's back is found: exit 1 and the discrepancy named.
+    let store = partner_billing::store::Store::connect(
+        &database_url,
+        partner_billing::clock::Clock::system(),
+    )
+    .await
+    .expect("store");
+    sqlx::query("UPDATE balances SET remaining = remaining + 1")
+        .execute(store.pool())
+        .await
+        .expect("tamper");
+    let tampered = cli.run(&["admin", "--json", "audit", "verify"], None);
+    assert_eq!(
+        tampered.status.code(),
+        Some(1),
+        "audit verify exits 1 on a discrepancy"
+    );
+    let report: Value = serde_json::from_slice(&tampered.stdout).expect("one JSON object");
+    assert_eq!(
+        report["discrepancies"][0]["clientId"],
+        client_id.as_str(),
+        "{report}"
+    );
+    assert_eq!(report["discrepancies"][0]["balance"], 5);
+    assert_eq!(report["discrepancies"][0]["ledgerSum"], 4);
+    store.close().await;
     cli.env.clear();
 }
