@@ -6,6 +6,7 @@ mod browser;
 mod cli;
 mod concurrency;
 mod hygiene;
+mod isolation;
 mod keys;
 mod licenses;
 mod product;
