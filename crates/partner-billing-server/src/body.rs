@@ -256,4 +256,28 @@ mod tests {
             field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":["rss_canary"]}"#);
         assert!(!detail.contains("canary"), "{detail}");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_get_an_answer_without_panicking(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = parse_json::<IssueLicenseRequest>(&bytes);
+        }
+
+        #[test]
+        fn a_failure_never_echoes_a_value(value in "[a-zA-Z0-9]{12,40}") {
+            for body in [
+                format!(r#"{{"planSlug":5,"login":"{value}","idempotencyKey":"{value}"}}"#),
+                format!(r#"{{"planSlug":"pro","login":["{value}"],"idempotencyKey":"12345678"}}"#),
+                format!(r#"{{"planSlug":"pro","login":"a","idempotencyKey":{{"k":"{value}"}}}}"#),
+                format!(r#"{{"planSlug":"{value}","login":1}}"#),
+            ] {
+                match parse_json::<IssueLicenseRequest>(body.as_bytes()) {
+                    Err(ApiError::Problem { problem, .. }) => {
+                        proptest::prop_assert!(!problem.detail.contains(&value), "{}", problem.detail);
+                    }
+                    other => proptest::prop_assert!(false, "expected a problem, got {other:?}"),
+                }
+            }
+        }
+    }
 }
