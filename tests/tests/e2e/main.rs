@@ -13,4 +13,5 @@ mod product;
 mod promo;
 mod redemption;
 mod redemption_limits;
+mod replicas;
 mod startup;
