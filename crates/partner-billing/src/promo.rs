@@ -6,7 +6,6 @@
 //! of them. Plaintext codes exist only in the response and, sealed, for 72 hours.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 
 use rand::RngCore;
 use rand::rngs::OsRng;
@@ -20,7 +19,7 @@ use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::find_plan;
 use crate::quota::{EntryKind, debit};
-use crate::store::{FaultPoint, Store, Tx};
+use crate::store::{Backend, FaultPoint, Store, Tx};
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.
@@ -320,23 +319,50 @@ async fn insert_code_hashes(
     drawn: &mut DrawnBatch,
 ) -> Result<()> {
     let mut pending: Vec<usize> = (0..drawn.hashes.len()).collect();
-    for _ in 0..5 {
-        let mut sql = String::from("INSERT INTO promo_codes (code_hash, batch_row_id) VALUES ");
-        for n in 0..pending.len() {
-            let sep = if n == 0 { "" } else { ", " };
-            let _ = write!(sql, "{sep}(${}, $1)", n + 2);
+    if store.fault(FaultPoint::CodeCollision) {
+        let taken: Option<String> = sqlx::query_scalar("SELECT code_hash FROM promo_codes LIMIT 1")
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let Some(taken) = taken {
+            drawn.hashes[0] = taken;
         }
-        sql.push_str(" ON CONFLICT (code_hash) DO NOTHING RETURNING code_hash");
-        let mut query =
-            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql)).bind(batch_row_id);
+    }
+    for _ in 0..5 {
+        // SQLite gets positional `?` placeholders: looking up `$n` names costs it time
+        // quadratic in their number, which dominates a 1000-row statement.
+        let backend = store.backend();
+        let row = match backend {
+            Backend::Sqlite => |_: usize| "(?, ?)".to_owned(),
+            Backend::Postgres => |n: usize| format!("(${}, $1)", n + 2),
+        };
+        let values: Vec<String> = (0..pending.len()).map(row).collect();
+        let sql = format!(
+            "INSERT INTO promo_codes (code_hash, batch_row_id) VALUES {} ON CONFLICT (code_hash) DO NOTHING",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if backend == Backend::Postgres {
+            query = query.bind(batch_row_id);
+        }
         for &i in &pending {
             query = query.bind(drawn.hashes[i].as_str());
+            if backend == Backend::Sqlite {
+                query = query.bind(batch_row_id);
+            }
         }
-        let inserted: HashSet<String> = query.fetch_all(&mut **tx).await?.into_iter().collect();
-        pending.retain(|&i| !inserted.contains(&drawn.hashes[i]));
-        if pending.is_empty() {
+        let inserted = query.execute(&mut **tx).await?.rows_affected();
+        if usize::try_from(inserted).ok() == Some(pending.len()) {
             return Ok(());
         }
+        // Some hash was taken by another batch: keep what is ours, redraw the rest.
+        let ours: HashSet<String> =
+            sqlx::query_scalar("SELECT code_hash FROM promo_codes WHERE batch_row_id = $1")
+                .bind(batch_row_id)
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .collect();
+        pending.retain(|&i| !ours.contains(&drawn.hashes[i]));
         tracing::warn!(
             collisions = pending.len(),
             "promo code hash collision; redrawing"

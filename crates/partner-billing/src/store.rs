@@ -66,6 +66,9 @@ pub enum FaultPoint {
     AfterCodes,
     /// Just before COMMIT.
     BeforeCommit,
+    /// Makes the batch's first code hash one that another batch already holds, as an 80-bit
+    /// collision would: the code must be redrawn, not the batch failed.
+    CodeCollision,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");

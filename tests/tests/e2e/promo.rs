@@ -12,6 +12,7 @@ use sqlx::AssertSqlSafe;
 
 both_databases!(
     count_bounds_and_quota,
+    a_hash_collision_redraws_the_code,
     batch_of_ten_and_its_replay,
     forced_failures_charge_nothing_and_retry_succeeds,
     codes_expire_from_recovery_after_72_hours,
@@ -430,5 +431,45 @@ async fn no_plaintext_code_in_database_or_log(db: Db) {
             assert!(!log.contains(form), "a code is in the debug log");
         }
     }
+    app.stop().await;
+}
+
+async fn a_hash_collision_redraws_the_code(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = setup(&app, 20).await;
+    let (status, first, _) = post(
+        &app,
+        &r,
+        &json!({"planSlug":"pro","count":5,"idempotencyKey":"first-batch"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    app.store.inject_fault(FaultPoint::CodeCollision);
+    let body = json!({"planSlug":"pro","count":5,"idempotencyKey":"colliding-batch"});
+    let (status, second, _) = post(&app, &r, &body).await;
+    assert_eq!(status, 200, "a collision never fails the batch: {second}");
+    let codes = |batch: &Value| -> Vec<String> {
+        batch["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["code"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (a, b) = (codes(&first), codes(&second));
+    assert_eq!(b.len(), 5);
+    assert!(b.iter().all(|code| !a.contains(code)));
+    assert_eq!(
+        count_rows(&app, "SELECT COUNT(*) FROM promo_codes").await,
+        10,
+        "every code has its own hash"
+    );
+    assert!(logs::captured().contains("promo code hash collision; redrawing"));
+    // The sealed payload holds the redrawn code: the replay shows exactly what was returned.
+    let (_, replay, replayed) = post(&app, &r, &body).await;
+    assert!(replayed);
+    assert_eq!(replay, second);
+    assert_eq!(app.balance(&r, "pro").await, Some(10));
+    app.assert_audit_clean().await;
     app.stop().await;
 }
