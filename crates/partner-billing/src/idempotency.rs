@@ -157,6 +157,16 @@ pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
     }
 }
 
+/// The stored outcome of an earlier success, as the caller's type, flagged as a replay.
+pub(crate) fn replayed<T: serde::de::DeserializeOwned>(body: &str) -> Result<Outcome<T>> {
+    let value = serde_json::from_str(body)
+        .map_err(|e| Error::Internal(format!("stored outcome unreadable: {e}")))?;
+    Ok(Outcome {
+        value,
+        replayed: true,
+    })
+}
+
 /// What [`begin`] found.
 pub(crate) enum Begun {
     /// No earlier outcome: do the work in this transaction.

@@ -49,14 +49,7 @@ pub async fn issue_license(
         match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
             .await?
         {
-            Begun::Replay(body) => {
-                let value = serde_json::from_str(&body)
-                    .map_err(|e| Error::Internal(format!("stored license unreadable: {e}")))?;
-                return Ok(Outcome {
-                    value,
-                    replayed: true,
-                });
-            }
+            Begun::Replay(body) => return idempotency::replayed(&body),
             Begun::Fresh(tx) => tx,
         };
     let result = async {

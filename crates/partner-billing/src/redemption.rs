@@ -162,14 +162,7 @@ async fn redeem_reserved(
         match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
             .await?
         {
-            Begun::Replay(body) => {
-                let value = serde_json::from_str(&body)
-                    .map_err(|e| Error::Internal(format!("stored redemption unreadable: {e}")))?;
-                return Ok(Outcome {
-                    value,
-                    replayed: true,
-                });
-            }
+            Begun::Replay(body) => return idempotency::replayed(&body),
             Begun::Fresh(tx) => tx,
         };
     let now = store.now_utc();
