@@ -9,6 +9,7 @@ mod hygiene;
 mod isolation;
 mod keys;
 mod licenses;
+mod outage;
 mod product;
 mod promo;
 mod redemption;
