@@ -69,6 +69,12 @@ impl ServerProcess {
         server
     }
 
+    /// SIGKILL: the process dies wherever it is, mid-transaction included.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM and waits (bounded) for the process to exit.
     pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
         let status = Command::new("kill")
