@@ -69,6 +69,22 @@ async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
 
 async fn no_response_carries_cors_headers(db: Db) {
     let app = TestApp::spawn(&db).await;
+    // The document served, and the one Swagger UI embeds, both declare the secret header.
+    for path in ["/openapi.json", "/docs"] {
+        let text = app
+            .http
+            .get(app.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            text.contains("X-Client-Secret"),
+            "{path} lacks the ClientSecret scheme"
+        );
+    }
     let r = app.reseller().await;
     let token = app.session(&r.client_id, &r.password).await;
     let requests = vec![
