@@ -69,6 +69,23 @@ async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
 
 async fn no_response_carries_cors_headers(db: Db) {
     let app = TestApp::spawn(&db).await;
+    // A method a path does not take: 405 naming the ones it does.
+    let trace = app
+        .http
+        .request(Method::TRACE, app.url("/v1/billing/partner/balances"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(trace.status(), 405);
+    assert_eq!(trace.headers()["allow"], "GET");
+    let delete = app
+        .http
+        .delete(app.url("/v1/billing/resellers/me/api-keys"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 405);
+    assert_eq!(delete.headers()["allow"], "GET, POST");
     // The document served, and the one Swagger UI embeds, both declare the secret header.
     for path in ["/openapi.json", "/docs"] {
         let text = app
