@@ -114,6 +114,28 @@ pub fn openapi_document() -> String {
             }
         }
     }
+    // Request bodies refuse unknown fields (`deny_unknown_fields`); say so in their schemas.
+    let request_schemas: Vec<String> = doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|paths| paths.values())
+        .filter_map(Value::as_object)
+        .flat_map(|operations| operations.values())
+        .filter_map(|operation| operation.pointer("/requestBody/content"))
+        .filter_map(Value::as_object)
+        .flat_map(|content| content.values())
+        .filter_map(|media| media.pointer("/schema/$ref").and_then(Value::as_str))
+        .filter_map(|reference| reference.strip_prefix("#/components/schemas/"))
+        .map(str::to_owned)
+        .collect();
+    for name in request_schemas {
+        if let Some(schema) = doc
+            .pointer_mut(&format!("/components/schemas/{name}"))
+            .and_then(Value::as_object_mut)
+        {
+            schema.insert("additionalProperties".to_owned(), Value::Bool(false));
+        }
+    }
     // Optional members are sent as `null` (e.g. `expiresUtc`), which OpenAPI 3.0 must be told.
     if let Some(schemas) = doc
         .pointer_mut("/components/schemas")

@@ -39,6 +39,17 @@ fn partner_operations_require_both_headers_or_basic() {
         doc["components"]["schemas"]["License"]["properties"]["expiresUtc"]["nullable"],
         true
     );
+    for request in [
+        "IssueLicenseRequest",
+        "GeneratePromoBatchRequest",
+        "SessionRequest",
+        "CreateApiKeyRequest",
+    ] {
+        assert_eq!(
+            doc["components"]["schemas"][request]["additionalProperties"], false,
+            "{request} refuses unknown fields"
+        );
+    }
 }
 
 #[test]
