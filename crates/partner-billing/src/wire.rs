@@ -29,7 +29,14 @@ pub struct IssueLicenseRequest {
     #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
     pub plan_slug: String,
     /// Login of the end user who receives the subscription; must be registered.
-    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 254)))]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(
+            min_length = 1,
+            max_length = 254,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        ))
+    )]
     pub login: String,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying.
     #[cfg_attr(
@@ -202,7 +209,10 @@ impl std::fmt::Debug for Session {
 )]
 pub struct CreateApiKeyRequest {
     /// A label to tell keys apart in the panel (at most 64 characters).
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 64)))]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(max_length = 64, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
+    )]
     #[serde(default)]
     pub name: Option<String>,
 }

@@ -16,7 +16,14 @@ use poem_openapi::Object;
 )]
 pub struct RegisterUserRequest {
     /// The login (1–254 characters, no control characters), compared exactly.
-    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 254)))]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(
+            min_length = 1,
+            max_length = 254,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        ))
+    )]
     pub login: String,
 }
 
@@ -45,7 +52,14 @@ pub struct RedeemPromoCodeRequest {
     /// read as `1`, `O` as `0`. Anything that is not a code is answered like an unknown code.
     pub code: String,
     /// The registered login that receives the license.
-    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 254)))]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(
+            min_length = 1,
+            max_length = 254,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        ))
+    )]
     pub login: String,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying.
     #[cfg_attr(
