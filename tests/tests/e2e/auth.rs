@@ -7,6 +7,7 @@ use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
 use reqwest::Method;
 
 both_databases!(
+    last_used_is_written_once_a_minute_and_sessions_last_twelve_hours,
     every_rejection_is_the_same_empty_401,
     revocation_suspension_and_reinstatement_act_on_the_next_request,
     both_credential_forms_authenticate
@@ -265,5 +266,57 @@ async fn both_credential_forms_authenticate(db: Db) {
         body,
         serde_json::json!({"balances":[{"productSlug":"pro","remainingBalance":2}]})
     );
+    app.stop().await;
+}
+
+/// DESIGN §4: `lastUsedUtc` moves at most once a minute per key; a panel session lasts 12 hours.
+async fn last_used_is_written_once_a_minute_and_sessions_last_twelve_hours(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let token = app.session(&r.client_id, &r.password).await;
+    let last_used = || async {
+        let keys: serde_json::Value = app
+            .http
+            .get(app.url("/v1/billing/resellers/me/api-keys"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        keys["apiKeys"][0]["lastUsedUtc"].clone()
+    };
+    assert!(last_used().await.is_null(), "never used yet");
+    let call = || app.partner(Method::GET, BALANCES, &r).send();
+    assert_eq!(call().await.unwrap().status(), 200);
+    let first = last_used().await.as_i64().expect("written on first use");
+    app.store.clock().advance(30);
+    assert_eq!(call().await.unwrap().status(), 200);
+    assert_eq!(
+        last_used().await.as_i64(),
+        Some(first),
+        "not rewritten within the minute"
+    );
+    app.store.clock().advance(31);
+    assert_eq!(call().await.unwrap().status(), 200);
+    let later = last_used().await.as_i64().unwrap();
+    assert!(
+        later >= first + 60,
+        "rewritten after a minute: {first} -> {later}"
+    );
+
+    // The session from above is 61 s old: still valid until 12 hours have passed.
+    app.store.clock().advance(12 * 3600 - 61 - 5);
+    let me = |token: &str| {
+        app.http
+            .get(app.url("/v1/billing/resellers/me"))
+            .bearer_auth(token.to_owned())
+            .send()
+    };
+    assert_eq!(me(&token).await.unwrap().status(), 200);
+    app.store.clock().advance(10);
+    let expired = me(&token).await.unwrap();
+    expect_empty_401("an expired panel session", expired).await;
     app.stop().await;
 }
