@@ -1,33 +1,15 @@
 //! Runs the built `partner-billing` binary against a fresh SQLite file, through the operator
 //! commands whose syntax is a stable contract (DESIGN.md §11).
 
+mod common;
+
+use common::{TempDir, assert_one_line_error, assert_success, text};
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!("pb-cli-test-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct Cli {
     database_url: String,
@@ -86,20 +68,6 @@ impl Cli {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn assert_success(out: &Output, args: &[&str]) {
-    assert!(
-        out.status.success(),
-        "{args:?} failed ({:?}): stdout {:?} stderr {:?}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
-
 /// stdout holds one JSON object and nothing else.
 fn one_json_object(stdout: &[u8]) -> Value {
     let stdout = text(stdout);
@@ -113,32 +81,9 @@ fn one_json_object(stdout: &[u8]) -> Value {
     value
 }
 
-/// A failure: non-zero exit, nothing on stdout, one `error: ` line on stderr.
-fn assert_one_line_error(out: &Output, expected: &str) -> String {
-    assert!(
-        !out.status.success(),
-        "expected failure, got stdout {:?}",
-        text(&out.stdout)
-    );
-    assert!(
-        out.stdout.is_empty(),
-        "stdout on failure: {:?}",
-        text(&out.stdout)
-    );
-    let stderr = text(&out.stderr);
-    assert_eq!(
-        stderr.lines().count(),
-        1,
-        "stderr is not one line: {stderr:?}"
-    );
-    assert!(stderr.starts_with("error: "), "{stderr:?}");
-    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
-    stderr
-}
-
 #[test]
 fn operator_workflow_through_the_binary() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("admin");
     let cli = Cli::new(&dir.0);
 
     // Plans.
@@ -302,7 +247,7 @@ fn operator_workflow_through_the_binary() {
 
 #[test]
 fn errors_are_one_line_and_non_zero() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("admin");
     let cli = Cli::new(&dir.0);
     let unknown = "rsc_000000000000000000000000";
 
@@ -362,7 +307,7 @@ fn errors_are_one_line_and_non_zero() {
 
 #[test]
 fn purge_on_a_fresh_database_drops_nothing() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("admin");
     let cli = Cli::new(&dir.0);
     assert_eq!(cli.json(&["purge"]), serde_json::json!({ "purged": 0 }));
     let out = cli.run(&["purge"]);

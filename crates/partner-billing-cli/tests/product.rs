@@ -2,9 +2,12 @@
 //! operator tokens, promo redemption by support staff, and a login's licenses. The reseller,
 //! plan and promo batch are set up with the core library directly.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{TempDir, assert_success, text};
+
+use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use partner_billing::clock::Clock;
 use partner_billing::crypto::MasterKey;
@@ -14,30 +17,6 @@ use partner_billing::promo::{self, GeneratePromoBatch};
 use partner_billing::store::Store;
 use partner_billing::{accounts, keys, quota};
 use serde_json::Value;
-
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!(
-            "pb-cli-product-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn database_url(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("billing.db").display())
@@ -58,20 +37,6 @@ fn admin(dir: &Path, args: &[&str]) -> Output {
         }
     }
     command.output().expect("run partner-billing")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn assert_success(out: &Output, args: &[&str]) {
-    assert!(
-        out.status.success(),
-        "{args:?} failed ({:?}): stdout {:?} stderr {:?}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
 }
 
 /// Runs with `--json`, expects success and exactly one JSON object on stdout.

@@ -1,13 +1,17 @@
 //! `partner-billing promo generate` through the built binary, against a scripted HTTP server
 //! (or none at all: what must be refused before anything is sent).
 
+mod common;
+
+use common::{TempDir, assert_one_line_error, assert_success, text};
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -15,28 +19,6 @@ const CLIENT_ID: &str = "rsc_AAAAAAAAAAAAAAAAAAAAAAAA";
 const SECRET: &str = "rss_canary";
 
 const BATCH: &str = r#"{"orderPublicId":"0b6f6f2e-order","batchId":"5d1c7a90-batch","planSlug":"pro","codes":[{"code":"ABCD-EFGH-JKMN-PQRS"},{"code":"TVWX-YZ01-2345-6789"}],"remainingBalance":8,"createdUtc":1700000000}"#;
-
-/// A temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let path =
-            std::env::temp_dir().join(format!("pb-cli-promo-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A request as the fake server saw it.
 #[derive(Debug, Clone)]
@@ -154,44 +136,6 @@ fn run(base_url: &str, args: &[&str], credentials: bool) -> Output {
     command.output().expect("run partner-billing")
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn assert_success(out: &Output) {
-    assert!(
-        out.status.success(),
-        "failed ({:?}): stdout {:?} stderr {:?}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-}
-
-/// A failure: non-zero exit, nothing on stdout, one `error: ` line on stderr.
-fn assert_one_line_error(out: &Output, expected: &str) -> String {
-    assert!(
-        !out.status.success(),
-        "expected failure, got stdout {:?}",
-        text(&out.stdout)
-    );
-    assert!(
-        out.stdout.is_empty(),
-        "stdout on failure: {:?}",
-        text(&out.stdout)
-    );
-    let stderr = text(&out.stderr);
-    assert_eq!(
-        stderr.lines().count(),
-        1,
-        "stderr is not one line: {stderr:?}"
-    );
-    assert!(stderr.starts_with("error: "), "{stderr:?}");
-    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
-    assert!(!stderr.contains("canary"), "{stderr:?}");
-    stderr
-}
-
 /// A listener that must never see a connection.
 struct Untouched(TcpListener);
 
@@ -220,7 +164,7 @@ fn path_str(path: &Path) -> &str {
 
 #[test]
 fn an_existing_out_file_is_refused_before_any_request() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("promo");
     let service = Untouched::new();
     let existing = dir.0.join("codes.csv");
     std::fs::write(&existing, "precious\n").unwrap();
@@ -251,7 +195,7 @@ fn an_existing_out_file_is_refused_before_any_request() {
 
 #[test]
 fn bad_counts_and_keys_are_usage_errors() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("promo");
     let service = Untouched::new();
     let out_file = dir.0.join("codes.csv");
     for (count, expected) in [
@@ -314,7 +258,7 @@ fn bad_counts_and_keys_are_usage_errors() {
 
 #[test]
 fn missing_credentials_create_no_file() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("promo");
     let service = Untouched::new();
     let out_file = dir.0.join("codes.csv");
     let out = run(
@@ -339,7 +283,7 @@ fn missing_credentials_create_no_file() {
 
 #[test]
 fn codes_go_to_a_new_private_csv_file() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("promo");
     let server = FakeServer::start(vec![response(
         "200 OK",
         "content-type: application/json\r\n",
@@ -362,7 +306,7 @@ fn codes_go_to_a_new_private_csv_file() {
         ],
         true,
     );
-    assert_success(&out);
+    assert_success(&out, &[]);
     let csv = std::fs::read_to_string(&out_file).unwrap();
     assert_eq!(
         csv,
@@ -410,7 +354,7 @@ fn codes_go_to_a_new_private_csv_file() {
 
 #[test]
 fn json_with_out_prints_a_summary_without_codes() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("promo");
     let server = FakeServer::start(vec![response(
         "200 OK",
         "content-type: application/json\r\nidempotent-replayed: true\r\n",
@@ -432,7 +376,7 @@ fn json_with_out_prints_a_summary_without_codes() {
         ],
         true,
     );
-    assert_success(&out);
+    assert_success(&out, &[]);
     let value: Value = serde_json::from_slice(&out.stdout).unwrap();
     let key = server.seen()[0].body["idempotencyKey"].clone();
     assert!(key.as_str().is_some_and(|k| k.len() >= 8), "{key}");
@@ -468,7 +412,7 @@ fn without_out_codes_go_to_stdout_and_the_key_to_stderr() {
         &["promo", "generate", "--plan", "pro", "--count", "2"],
         true,
     );
-    assert_success(&out);
+    assert_success(&out, &[]);
     assert_eq!(
         text(&out.stdout),
         "ABCD-EFGH-JKMN-PQRS\nTVWX-YZ01-2345-6789\n"
@@ -505,7 +449,7 @@ fn json_without_out_prints_the_batch_and_the_key() {
         ],
         true,
     );
-    assert_success(&out);
+    assert_success(&out, &[]);
     let mut expected: Value = serde_json::from_str(BATCH).unwrap();
     expected["idempotencyKey"] = json!("campaign-0002");
     expected["replayed"] = json!(false);
@@ -516,7 +460,7 @@ fn json_without_out_prints_the_batch_and_the_key() {
 
 #[test]
 fn failures_print_the_key_and_leave_no_file() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("promo");
     let out_file = dir.0.join("codes.csv");
     let cases = [
         (

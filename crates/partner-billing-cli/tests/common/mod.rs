@@ -1,0 +1,68 @@
+//! What the CLI tests share: a temporary directory and the checks of the output contract.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("pb-cli-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A success, or the command and everything it printed.
+pub fn assert_success(out: &Output, args: &[&str]) {
+    assert!(
+        out.status.success(),
+        "{args:?} failed ({:?}): stdout {:?} stderr {:?}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// A failure: non-zero exit, nothing on stdout, one `error: ` line on stderr holding
+/// `expected` and no canary secret.
+pub fn assert_one_line_error(out: &Output, expected: &str) -> String {
+    assert!(
+        !out.status.success(),
+        "expected failure, got stdout {:?}",
+        text(&out.stdout)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "stdout on failure: {:?}",
+        text(&out.stdout)
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "stderr is not one line: {stderr:?}"
+    );
+    assert!(stderr.starts_with("error: "), "{stderr:?}");
+    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
+    assert!(!stderr.contains("canary"), "{stderr:?}");
+    stderr
+}
