@@ -123,7 +123,7 @@ pub struct TestApp {
     pub database_url: String,
     pub store: Store,
     pub http: reqwest::Client,
-    master_key: MasterKey,
+    master_key: [u8; 32],
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
     _dir: Option<TempDir>,
@@ -143,7 +143,7 @@ impl TestApp {
     pub async fn spawn(db: &Db) -> Self {
         logs::install();
         let (database_url, dir) = fresh_database(db).await;
-        Self::boot(database_url, dir, Clock::system(), MasterKey::generate()).await
+        Self::boot(database_url, dir, Clock::system(), rand::random()).await
     }
 
     /// A second server over the same database, clock and master key: another replica, with
@@ -153,7 +153,7 @@ impl TestApp {
             self.database_url.clone(),
             None,
             self.store.clock().clone(),
-            self.master_key.clone(),
+            self.master_key,
         )
         .await
     }
@@ -162,12 +162,12 @@ impl TestApp {
         database_url: String,
         dir: Option<TempDir>,
         clock: Clock,
-        master_key: MasterKey,
+        master_key: [u8; 32],
     ) -> Self {
         let store = Store::connect(&database_url, clock)
             .await
             .expect("store connects")
-            .with_master_key(master_key.clone());
+            .with_master_key(MasterKey::from_file_contents(&master_key).expect("32 bytes"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -190,6 +190,25 @@ impl TestApp {
             server: Some(server),
             _dir: dir,
         }
+    }
+
+    /// `n` server processes of the real binary over this app's database and master key:
+    /// replicas that share nothing but the database.
+    pub fn process_replicas(&self, n: usize) -> ProcessReplicas {
+        let dir = TempDir::new();
+        let key_file = dir.path.join("master.key");
+        std::fs::write(&key_file, hex::encode(self.master_key)).expect("write master key");
+        let key_file = key_file.display().to_string();
+        let servers = (0..n)
+            .map(|_| {
+                process::ServerProcess::start(
+                    &self.database_url,
+                    &dir.path,
+                    &[("PARTNER_BILLING_MASTER_KEY_FILE", &key_file)],
+                )
+            })
+            .collect();
+        ProcessReplicas { servers, _dir: dir }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -295,10 +314,7 @@ impl TestApp {
         path: &str,
         reseller: &Reseller,
     ) -> reqwest::RequestBuilder {
-        self.http
-            .request(method, self.url(path))
-            .header("X-Client-Id", &reseller.client_id)
-            .header("X-Client-Secret", &reseller.secret)
+        partner_request(&self.http, &self.base_url, method, path, reseller)
     }
 
     /// Checks every balance against its ledger.
@@ -329,6 +345,32 @@ impl Drop for TestApp {
             let _ = tx.send(());
         }
     }
+}
+
+/// Server processes started by [`TestApp::process_replicas`]; killed on drop.
+pub struct ProcessReplicas {
+    pub servers: Vec<process::ServerProcess>,
+    _dir: TempDir,
+}
+
+impl ProcessReplicas {
+    /// The base URL of each process.
+    pub fn base_urls(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.base_url.clone()).collect()
+    }
+}
+
+/// A request to `base_url` carrying the reseller's API key in the dedicated headers.
+pub fn partner_request(
+    http: &reqwest::Client,
+    base_url: &str,
+    method: reqwest::Method,
+    path: &str,
+    reseller: &Reseller,
+) -> reqwest::RequestBuilder {
+    http.request(method, format!("{base_url}{path}"))
+        .header("X-Client-Id", &reseller.client_id)
+        .header("X-Client-Secret", &reseller.secret)
 }
 
 /// Header names and values that must be identical across rejections (`Date` varies).

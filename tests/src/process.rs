@@ -75,6 +75,11 @@ impl ServerProcess {
         let _ = self.child.wait();
     }
 
+    /// Whether the process has exited (killed, or ended by itself).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Sends SIGTERM and waits (bounded) for the process to exit.
     pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
         let status = Command::new("kill")

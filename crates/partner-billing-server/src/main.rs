@@ -30,6 +30,15 @@ struct Args {
     /// with mode 0600 if missing. A file named here must exist.
     #[arg(long, env = "PARTNER_BILLING_MASTER_KEY_FILE")]
     master_key_file: Option<PathBuf>,
+    /// Group concurrent license requests that wait on the same lock into one transaction
+    /// (each keeps its own writes and answer). `false` runs one transaction per request.
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_GROUP_COMMIT",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    group_commit: bool,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -59,7 +68,8 @@ async fn main() -> anyhow::Result<()> {
     let store = Store::connect(&args.database_url, Clock::system())
         .await
         .context("cannot open the database")?
-        .with_master_key(master_key);
+        .with_master_key(master_key)
+        .with_group_commit(args.group_commit);
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -100,7 +100,7 @@ pub(crate) async fn begin(
 }
 
 /// Locks the key across replicas (PostgreSQL) and reads its stored outcome, if any.
-async fn find_outcome(
+pub(crate) async fn find_outcome(
     store: &Store,
     tx: &mut Tx,
     scope: Scope<'_>,
@@ -147,7 +147,9 @@ async fn find_outcome(
 pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
     match result {
         Ok(value) => {
+            crate::store::crash_point(crate::store::CrashPoint::BeforeCommit);
             tx.commit().await?;
+            crate::store::crash_point(crate::store::CrashPoint::AfterCommit);
             Ok(value)
         }
         Err(err) => {

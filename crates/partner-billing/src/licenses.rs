@@ -10,8 +10,12 @@ use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{find_plan, find_user};
 use crate::quota::{EntryKind, debit};
-use crate::store::Store;
+use crate::store::{Store, Tx};
 use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
+
+mod group;
+
+pub(crate) use group::LicenseGroups;
 
 /// A parsed license request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,14 +41,22 @@ const SECONDS_PER_DAY: i64 = 86_400;
 
 /// Issues one license, charging one unit, in one transaction with its ledger entry and
 /// idempotency record. A retry with the same key replays the stored license.
+///
+/// Concurrent requests that would wait on the same lock share a transaction (see
+/// [`group`]); each still gets its own writes and its own answer.
 pub async fn issue_license(
     store: &Store,
     account: &PartnerAccount,
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
-    let fingerprint = Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()]);
     let scope = Scope::Account(account.account_id);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    if store.group_commit() {
+        let outcome = group::issue(store, account, request).await;
+        drop(claim);
+        return outcome;
+    }
+    let fingerprint = fingerprint(&request);
     let mut tx =
         match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
             .await?
@@ -52,62 +64,78 @@ pub async fn issue_license(
             Begun::Replay(body) => return idempotency::replayed(&body),
             Begun::Fresh(tx) => tx,
         };
-    let result = async {
-        let plan = find_plan(&mut tx, &request.plan).await?;
-        let user_id = find_user(&mut tx, &request.login).await?;
-        let now = store.now_utc();
-        let license_id = Uuid::new_v4().to_string();
-        let actor = format!("api_key:{}", account.api_key_id);
-        let remaining = debit(
-            &mut tx,
-            account.account_id,
-            plan.id,
-            1,
-            EntryKind::License,
-            &actor,
-            &license_id,
-            now,
-        )
-        .await?;
-        let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
-        sqlx::query(
-            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-             VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
-        )
-        .bind(license_id.as_str())
-        .bind(user_id)
-        .bind(plan.id)
-        .bind(account.account_id)
-        .bind(now)
-        .bind(expires_utc)
-        .execute(&mut *tx)
-        .await?;
-        let license = License {
-            license_id,
-            plan_slug: request.plan.to_string(),
-            login: request.login.to_string(),
-            remaining_balance: remaining,
-            created_utc: now,
-            expires_utc,
-        };
-        idempotency::record(
-            &mut tx,
-            scope,
-            &request.idempotency_key,
-            &fingerprint,
-            &license,
-            now,
-        )
-        .await?;
-        Ok(license)
-    }
-    .await;
+    let result = write_license(store, &mut tx, account, &request, &fingerprint).await;
     let license = idempotency::settle(tx, result).await?;
     tracing::info!(client_id = %account.client_id, license_id = %license.license_id, plan = %request.plan, "license issued");
     Ok(Outcome {
         value: license,
         replayed: false,
     })
+}
+
+/// What makes two license requests the same request.
+fn fingerprint(request: &IssueLicense) -> Fingerprint {
+    Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()])
+}
+
+/// The writes of one license inside `tx`: the debit and its ledger entry, the license, and
+/// the idempotency record. Every refusal (unknown plan or login, insufficient quota) comes
+/// before the first write.
+async fn write_license(
+    store: &Store,
+    tx: &mut Tx,
+    account: &PartnerAccount,
+    request: &IssueLicense,
+    fingerprint: &Fingerprint,
+) -> Result<License> {
+    let scope = Scope::Account(account.account_id);
+    let plan = find_plan(tx, &request.plan).await?;
+    let user_id = find_user(tx, &request.login).await?;
+    let now = store.now_utc();
+    let license_id = Uuid::new_v4().to_string();
+    let actor = format!("api_key:{}", account.api_key_id);
+    let remaining = debit(
+        tx,
+        account.account_id,
+        plan.id,
+        1,
+        EntryKind::License,
+        &actor,
+        &license_id,
+        now,
+    )
+    .await?;
+    let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
+    sqlx::query(
+        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+         VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
+    )
+    .bind(license_id.as_str())
+    .bind(user_id)
+    .bind(plan.id)
+    .bind(account.account_id)
+    .bind(now)
+    .bind(expires_utc)
+    .execute(&mut **tx)
+    .await?;
+    let license = License {
+        license_id,
+        plan_slug: request.plan.to_string(),
+        login: request.login.to_string(),
+        remaining_balance: remaining,
+        created_utc: now,
+        expires_utc,
+    };
+    idempotency::record(
+        tx,
+        scope,
+        &request.idempotency_key,
+        fingerprint,
+        &license,
+        now,
+    )
+    .await?;
+    Ok(license)
 }
 
 /// Every license of a registered login, direct and redeemed, expired ones included, oldest

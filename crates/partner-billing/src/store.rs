@@ -15,6 +15,7 @@ use sqlx::{Any, AnyPool, Executor, Transaction};
 use crate::clock::Clock;
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
+use crate::licenses::LicenseGroups;
 
 /// Which database a [`Store`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,8 @@ pub struct Store {
     clock: Clock,
     in_flight: Arc<Mutex<HashSet<String>>>,
     master_key: Option<Arc<MasterKey>>,
+    license_groups: Arc<LicenseGroups>,
+    group_commit: bool,
     #[cfg(feature = "fault-injection")]
     faults: Arc<Mutex<Vec<FaultPoint>>>,
 }
@@ -71,6 +74,63 @@ pub enum FaultPoint {
     /// collision would: the code must be redrawn, not the batch failed.
     CodeCollision,
 }
+
+/// Moments around the COMMIT of a keyed write at which a test build can kill its own process
+/// (feature `fault-injection`), as a power cut or an OOM kill would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// Every statement has run; the COMMIT has not been sent.
+    BeforeCommit,
+    /// The COMMIT has returned; the answer has not been sent.
+    AfterCommit,
+}
+
+/// Environment variable arming a [`CrashPoint`] in a test build: `before-commit:N` or
+/// `after-commit:N` kills the process with SIGKILL at the N-th keyed commit it makes.
+pub const CRASH_AT_ENV: &str = "PARTNER_BILLING_CRASH_AT";
+
+/// Kills this process with SIGKILL if [`CRASH_AT_ENV`] armed `point` for this commit.
+#[cfg(feature = "fault-injection")]
+pub(crate) fn crash_point(point: CrashPoint) {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static ARMED: OnceLock<Option<(CrashPoint, u64)>> = OnceLock::new();
+    static COMMITS: AtomicU64 = AtomicU64::new(0);
+    let armed = ARMED.get_or_init(|| {
+        let value = std::env::var(CRASH_AT_ENV).ok()?;
+        let (name, n) = value.split_once(':')?;
+        let point = match name {
+            "before-commit" => CrashPoint::BeforeCommit,
+            "after-commit" => CrashPoint::AfterCommit,
+            _ => return None,
+        };
+        Some((point, n.parse().ok()?))
+    });
+    let Some((armed_point, nth)) = *armed else {
+        return;
+    };
+    let commit = if point == CrashPoint::BeforeCommit {
+        COMMITS.fetch_add(1, Ordering::SeqCst) + 1
+    } else {
+        COMMITS.load(Ordering::SeqCst)
+    };
+    if point == armed_point && commit == nth {
+        tracing::warn!(?point, commit, "fault injection: killing this process");
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &std::process::id().to_string()])
+            .status();
+        // SIGKILL is asynchronous to the sender's return; never go on past the crash point.
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+/// Without feature `fault-injection` nothing can be armed.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn crash_point(_point: CrashPoint) {}
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -134,6 +194,8 @@ impl Store {
             clock,
             in_flight: Arc::default(),
             master_key: None,
+            license_groups: Arc::default(),
+            group_commit: true,
             #[cfg(feature = "fault-injection")]
             faults: Arc::default(),
         })
@@ -143,6 +205,28 @@ impl Store {
     pub fn with_master_key(mut self, key: MasterKey) -> Self {
         self.master_key = Some(Arc::new(key));
         self
+    }
+
+    /// Turns group commit of concurrent license requests on (the default) or off, e.g. to
+    /// measure one transaction per request.
+    pub fn with_group_commit(mut self, on: bool) -> Self {
+        self.group_commit = on;
+        self
+    }
+
+    pub(crate) fn group_commit(&self) -> bool {
+        self.group_commit
+    }
+
+    /// License requests waiting for a group transaction, requests inside a running one, and
+    /// group transactions begun: for tests that check the grouping itself.
+    #[doc(hidden)]
+    pub fn license_group_stats(&self) -> (usize, usize, u64) {
+        self.license_groups.stats()
+    }
+
+    pub(crate) fn license_groups(&self) -> &LicenseGroups {
+        &self.license_groups
     }
 
     pub(crate) fn master_key(&self) -> Result<&MasterKey> {

@@ -1,11 +1,15 @@
 //! Real concurrent requests: one idempotency key charges once; a small balance is never
 //! overdrawn.
 
+use std::time::{Duration, Instant};
+
+use partner_billing::store::Backend;
 use partner_billing_tests::{Db, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 both_databases!(
+    a_group_of_waiting_licenses_answers_each_request,
     sustained_concurrent_writers_never_fail,
     fifty_requests_with_one_key_charge_once,
     forty_distinct_keys_against_five_units
@@ -147,6 +151,146 @@ async fn sustained_concurrent_writers_never_fail(db: Db) {
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     // 16 clients × 5 batches × 5 codes + 16 × 10 licenses.
     assert_eq!(app.balance(&r, "pro").await, Some(100_000 - 400 - 160));
+    app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+/// Sixteen license requests wait behind a held lock and then share one transaction (group
+/// commit); each gets its own answer: successes, a replay, refusals for a reused key, an
+/// unknown plan or login and insufficient quota, with only the successes charged.
+async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.plan("small").await;
+    app.user("alice").await;
+    app.user("bob").await;
+    app.credit(&r, "pro", 10).await;
+    app.credit(&r, "small", 2).await;
+    let license = |plan: &str, login: &str, key: &str| json!({"planSlug": plan, "login": login, "idempotencyKey": key});
+    let send = |body: Value| {
+        let request = app.partner(Method::POST, LICENSES, &r).json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let replayed = response.headers().contains_key("idempotent-replayed");
+            (status, replayed, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, _, earlier) = send(license("pro", "alice", "group-earlier-1")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        send(license("pro", "alice", "group-earlier-2")).await.0,
+        200
+    );
+
+    // Hold the lock every license needs: SQLite's write lock, or PostgreSQL's balance rows.
+    let mut blocker = app.store.begin_write().await.unwrap();
+    if app.store.backend() == Backend::Postgres {
+        sqlx::query("LOCK TABLE plans IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *blocker)
+            .await
+            .unwrap();
+    }
+    let mut bodies = Vec::new();
+    for i in 0..6 {
+        bodies.push(license("pro", "bob", &format!("group-pro-{i}")));
+    }
+    for i in 0..4 {
+        bodies.push(license("small", "bob", &format!("group-small-{i}")));
+    }
+    bodies.push(license("nope", "bob", "group-unknown-plan"));
+    bodies.push(license("pro", "ghost", "group-unknown-login"));
+    bodies.push(license("small", "ghost", "group-unknown-login-2"));
+    bodies.push(license("nope", "ghost", "group-unknown-both"));
+    bodies.push(license("pro", "alice", "group-earlier-1"));
+    bodies.push(license("pro", "bob", "group-earlier-2"));
+    let count = bodies.len();
+    let answers: Vec<_> = bodies
+        .iter()
+        .cloned()
+        .map(|body| tokio::spawn(send(body)))
+        .collect();
+    // The first arrivals hold the group's first transaction, blocked (a replay or a refusal
+    // may finish first: it needs no lock); the others queue behind it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (queued, transactions_at_release) = loop {
+        let (waiting, running, transactions) = app.store.license_group_stats();
+        let finished = answers.iter().filter(|a| a.is_finished()).count();
+        if waiting > 0 && waiting + running + finished == count {
+            break (waiting, transactions);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the requests queue for the group: {waiting} waiting, {running} running, \
+             {finished} finished"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    blocker.rollback().await.unwrap();
+    let mut answers_by_key = std::collections::BTreeMap::new();
+    for (body, answer) in bodies.iter().zip(answers) {
+        answers_by_key.insert(
+            body["idempotencyKey"].as_str().unwrap().to_owned(),
+            answer.await.unwrap(),
+        );
+    }
+    let (waiting, running, transactions_after) = app.store.license_group_stats();
+    assert_eq!((waiting, running), (0, 0));
+    assert_eq!(
+        transactions_after - transactions_at_release,
+        1,
+        "the {queued} requests that waited share one transaction"
+    );
+
+    let code = |key: &str| {
+        let (status, _, body) = &answers_by_key[key];
+        (*status, body["code"].as_str().unwrap_or("").to_owned())
+    };
+    for i in 0..6 {
+        assert_eq!(code(&format!("group-pro-{i}")).0, 200);
+    }
+    let small: Vec<_> = (0..4).map(|i| code(&format!("group-small-{i}"))).collect();
+    assert_eq!(
+        small.iter().filter(|(s, _)| *s == 200).count(),
+        2,
+        "{small:?}"
+    );
+    assert!(
+        small
+            .iter()
+            .filter(|(s, _)| *s != 200)
+            .all(|(s, c)| *s == 402 && c == "Reseller.InsufficientQuota"),
+        "{small:?}"
+    );
+    assert_eq!(
+        code("group-unknown-plan"),
+        (422, "Reseller.UnknownPlan".to_owned())
+    );
+    assert_eq!(
+        code("group-unknown-login"),
+        (422, "Reseller.UnknownLogin".to_owned())
+    );
+    assert_eq!(code("group-unknown-login-2").0, 422);
+    assert_eq!(code("group-unknown-both").0, 422);
+    let (status, replayed, body) = &answers_by_key["group-earlier-1"];
+    assert_eq!((*status, *replayed), (200, true));
+    assert_eq!(body, &earlier, "the replay is the stored license");
+    assert_eq!(
+        code("group-earlier-2"),
+        (422, "Reseller.IdempotencyKeyReused".to_owned())
+    );
+    // Each success has its own license.
+    let mut ids: Vec<&str> = answers_by_key
+        .values()
+        .filter(|(s, replayed, _)| *s == 200 && !replayed)
+        .map(|(_, _, b)| b["licenseId"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+    assert_eq!(app.balance(&r, "pro").await, Some(2), "10 - 2 earlier - 6");
+    assert_eq!(app.balance(&r, "small").await, Some(0));
     app.assert_audit_clean().await;
     app.stop().await;
 }

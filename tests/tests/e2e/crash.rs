@@ -1,18 +1,22 @@
-//! Crashes: the server is killed with SIGKILL at random moments under concurrent licenses and
-//! promo batches, and restarted, ten times. Afterwards every acknowledged write replays
-//! unchanged, every attempted key — retried with its request — is charged exactly once, and
-//! every balance equals its ledger.
+//! Crashes: server processes are killed at random moments under concurrent licenses and
+//! promo batches, and restarted — by SIGKILL from outside, and from inside at fail points just
+//! before and just after the COMMIT of a write. SQLite runs one process; PostgreSQL runs three
+//! processes over one database. Afterwards every acknowledged write replays unchanged, every
+//! attempted key — retried with its request — is charged exactly once, and every balance
+//! equals its ledger.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use partner_billing::clock::Clock;
 use partner_billing::domain::{ClientId, Login, Password, PlanSlug};
 use partner_billing::plans::{self, NewPlan};
-use partner_billing::store::Store;
+use partner_billing::store::{CRASH_AT_ENV, Store};
 use partner_billing::{accounts, quota};
-use partner_billing_tests::TempDir;
 use partner_billing_tests::process::ServerProcess;
+use partner_billing_tests::{Db, TempDir, fresh_database};
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -23,8 +27,9 @@ fn kills() -> usize {
         .and_then(|k| k.parse().ok())
         .unwrap_or(10)
 }
-const CLIENTS: usize = 6;
-const CREDIT: i64 = 100_000;
+/// Concurrent clients per server process.
+const CLIENTS_PER_PROCESS: usize = 4;
+const CREDIT: i64 = 1_000_000;
 
 struct Key {
     client_id: String,
@@ -37,6 +42,15 @@ struct Attempt {
     body: Value,
     units: i64,
     acknowledged: Option<Value>,
+}
+
+/// How the processes die.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fault {
+    /// SIGKILL from outside, 30–250 ms into the round, to one process.
+    Sigkill,
+    /// Each process kills itself at its N-th write, just before or just after COMMIT.
+    AroundCommit,
 }
 
 async fn panel_key(base_url: &str, client_id: &str, password: &str) -> Key {
@@ -74,10 +88,67 @@ fn request(base_url: &str, key: &Key, attempt: &Attempt) -> reqwest::RequestBuil
         .json(&attempt.body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sigkill_under_load_loses_nothing_and_charges_once() {
+/// One server process of the crash run, and how to start it again.
+struct Replica {
+    process: ServerProcess,
+    url: String,
+    dir: std::path::PathBuf,
+    key_file: String,
+    fault: Fault,
+    /// The crash point this process is armed with (`before-commit:N` …), if any.
+    armed: Option<String>,
+}
+
+impl Replica {
+    fn start(url: &str, dir: &std::path::Path, key_file: &str, fault: Fault) -> Self {
+        let (process, armed) = Self::spawn(url, dir, key_file, fault);
+        Self {
+            process,
+            url: url.to_owned(),
+            dir: dir.to_owned(),
+            key_file: key_file.to_owned(),
+            fault,
+            armed,
+        }
+    }
+
+    fn spawn(
+        url: &str,
+        dir: &std::path::Path,
+        key_file: &str,
+        fault: Fault,
+    ) -> (ServerProcess, Option<String>) {
+        let mut env = vec![("PARTNER_BILLING_MASTER_KEY_FILE", key_file.to_owned())];
+        let mut armed = None;
+        if fault == Fault::AroundCommit {
+            let mut rng = rand::thread_rng();
+            let point = if rng.gen_bool(0.5) {
+                "before-commit"
+            } else {
+                "after-commit"
+            };
+            let crash_at = format!("{point}:{}", rng.gen_range(3..40));
+            env.push((CRASH_AT_ENV, crash_at.clone()));
+            armed = Some(crash_at);
+        }
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        (ServerProcess::start(url, dir, &env), armed)
+    }
+
+    fn restart(&mut self) {
+        self.process.kill();
+        (self.process, self.armed) = Self::spawn(&self.url, &self.dir, &self.key_file, self.fault);
+    }
+}
+
+/// Runs `kills` rounds of load against `processes` server processes over `db`, each round
+/// ending with one process killed; then checks that nothing was lost or charged twice.
+async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
+    let (url, _db_dir) = fresh_database(&db).await;
     let dir = TempDir::new();
-    let url = format!("sqlite://{}", dir.path.join("billing.db").display());
+    let key_file = dir.path.join("master.key");
+    std::fs::write(&key_file, hex::encode(rand::random::<[u8; 32]>())).unwrap();
+    let key_file = key_file.display().to_string();
     let password = "crash test password";
     let client_id = {
         let store = Store::connect(&url, Clock::system()).await.unwrap();
@@ -109,22 +180,29 @@ async fn sigkill_under_load_loses_nothing_and_charges_once() {
         store.close().await;
         client_id
     };
-    let mut server = ServerProcess::start(&url, &dir.path, &[]);
-    let key = std::sync::Arc::new(panel_key(&server.base_url, client_id.as_str(), password).await);
+    let mut replicas: Vec<Replica> = (0..processes)
+        .map(|_| Replica::start(&url, &dir.path, &key_file, fault))
+        .collect();
+    let key =
+        Arc::new(panel_key(&replicas[0].process.base_url, client_id.as_str(), password).await);
 
     let mut attempts: BTreeMap<String, Attempt> = BTreeMap::new();
-    let kills = kills();
+    let mut crashes_at: BTreeMap<&str, usize> = BTreeMap::new();
     for round in 0..kills {
-        let base_url = server.base_url.clone();
-        let workers: Vec<_> = (0..CLIENTS)
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..processes * CLIENTS_PER_PROCESS)
             .map(|client| {
-                let base_url = base_url.clone();
+                let base_url = replicas[client % processes].process.base_url.clone();
                 let key = key.clone();
+                let stop = stop.clone();
                 tokio::spawn(async move {
                     let mut done = Vec::new();
                     for i in 0.. {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
                         let idempotency_key = format!("crash-{round}-{client}-{i}");
-                        let attempt = if i % 3 == 0 {
+                        let mut attempt = if i % 3 == 0 {
                             Attempt {
                                 path: "/v1/billing/partner/promo-batches",
                                 body: json!({"planSlug":"pro","count":4,"idempotencyKey":idempotency_key}),
@@ -139,32 +217,62 @@ async fn sigkill_under_load_loses_nothing_and_charges_once() {
                                 acknowledged: None,
                             }
                         };
-                        let outcome = request(&base_url, &key, &attempt).send().await;
-                        let mut attempt = attempt;
-                        let stop = match outcome {
+                        let cut_off = match request(&base_url, &key, &attempt).send().await {
                             Ok(response) if response.status() == 200 => {
                                 attempt.acknowledged = response.json().await.ok();
                                 false
                             }
-                            Ok(response) => panic!("unexpected {} before the kill", response.status()),
+                            Ok(response) => {
+                                panic!("unexpected {} before the kill", response.status())
+                            }
                             Err(_) => true,
                         };
                         done.push((idempotency_key, attempt));
-                        if stop {
-                            return done;
+                        if cut_off {
+                            break;
                         }
                     }
                     done
                 })
             })
             .collect();
-        let delay = rand::thread_rng().gen_range(30..250);
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        server.kill();
+        match fault {
+            Fault::Sigkill => {
+                let delay = rand::thread_rng().gen_range(30..250);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let victim = rand::thread_rng().gen_range(0..processes);
+                replicas[victim].process.kill();
+            }
+            Fault::AroundCommit => {
+                // Each process kills itself at its armed commit; wait (bounded) for one to go.
+                let started = Instant::now();
+                while !replicas.iter_mut().any(|r| r.process.has_exited()) {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(60),
+                        "no process reached its crash point: is the server built with feature \
+                         fault-injection (`cargo test --workspace` builds it so)?"
+                    );
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
         for worker in workers {
             attempts.extend(worker.await.unwrap());
         }
-        server = ServerProcess::start(&url, &dir.path, &[]);
+        for replica in &mut replicas {
+            if replica.process.has_exited() {
+                if let Some(armed) = &replica.armed {
+                    let point = if armed.starts_with("before") {
+                        "before COMMIT"
+                    } else {
+                        "after COMMIT"
+                    };
+                    *crashes_at.entry(point).or_default() += 1;
+                }
+                replica.restart();
+            }
+        }
     }
 
     let acknowledged = attempts
@@ -177,18 +285,21 @@ async fn sigkill_under_load_loses_nothing_and_charges_once() {
     );
     let unknown = attempts.len() - acknowledged;
     eprintln!(
-        "{kills} kills, {} writes attempted, {acknowledged} acknowledged, {unknown} cut off",
+        "{fault:?} on {processes} process(es): {kills} kills {crashes_at:?}, {} writes \
+         attempted, {acknowledged} acknowledged, {unknown} cut off",
         attempts.len()
     );
 
-    // Every attempted key, retried with its request: acknowledged ones replay unchanged, the
-    // others settle; each is charged exactly once.
+    // Every attempted key, retried with its request on any replica (restarted without crash
+    // points): acknowledged ones replay unchanged, the others settle; each is charged once.
+    for replica in &mut replicas {
+        replica.fault = Fault::Sigkill;
+        replica.restart();
+    }
     let mut charged = 0;
-    for (idempotency_key, attempt) in &attempts {
-        let response = request(&server.base_url, &key, attempt)
-            .send()
-            .await
-            .unwrap();
+    for (i, (idempotency_key, attempt)) in attempts.iter().enumerate() {
+        let base_url = &replicas[i % processes].process.base_url;
+        let response = request(base_url, &key, attempt).send().await.unwrap();
         assert_eq!(response.status(), 200, "{idempotency_key}");
         let body: Value = response.json().await.unwrap();
         if let Some(original) = &attempt.acknowledged {
@@ -196,7 +307,9 @@ async fn sigkill_under_load_loses_nothing_and_charges_once() {
         }
         charged += attempt.units;
     }
-    server.kill();
+    for replica in &mut replicas {
+        replica.process.kill();
+    }
     let store = Store::connect(&url, Clock::system()).await.unwrap();
     let balances = quota::balances_for(&store, &ClientId::parse("c", client_id.as_str()).unwrap())
         .await
@@ -213,4 +326,28 @@ async fn sigkill_under_load_loses_nothing_and_charges_once() {
         report.discrepancies
     );
     store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_sigkill_under_load_loses_nothing_and_charges_once() {
+    crash_run(Db::Sqlite, 1, Fault::Sigkill, kills()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_crash_around_commit_loses_nothing_and_charges_once() {
+    crash_run(Db::Sqlite, 1, Fault::AroundCommit, kills()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_three_processes_sigkill_under_load() {
+    if let Some(db) = Db::postgres() {
+        crash_run(db, 3, Fault::Sigkill, kills()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_three_processes_crash_around_commit() {
+    if let Some(db) = Db::postgres() {
+        crash_run(db, 3, Fault::AroundCommit, kills()).await;
+    }
 }

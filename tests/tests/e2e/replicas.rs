@@ -1,10 +1,10 @@
-//! Three servers over one database, each with its own pool and process-local state: storms on
-//! one idempotency key charge once, a small balance is never overdrawn, and revocation or
+//! Three server processes of the real binary over one database, sharing nothing else: storms
+//! on one idempotency key charge once, a small balance is never overdrawn, and revocation or
 //! suspension through one replica acts on the next request to another.
 
 use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::ClientId;
-use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
+use partner_billing_tests::{Db, Reseller, TestApp, both_databases, partner_request};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -15,18 +15,19 @@ both_databases!(
 
 /// Sends `bodies` round-robin over the replicas, all at once; returns (status, Retry-After?, body).
 async fn storm(
-    replicas: &[&TestApp],
+    replicas: &[String],
     r: &Reseller,
     path: &str,
     bodies: Vec<Value>,
 ) -> Vec<(u16, bool, Value)> {
+    let http = reqwest::Client::new();
     let requests: Vec<_> = bodies
         .into_iter()
         .enumerate()
         .map(|(i, body)| {
-            let request = replicas[i % replicas.len()]
-                .partner(Method::POST, path, r)
-                .json(&body);
+            let request =
+                partner_request(&http, &replicas[i % replicas.len()], Method::POST, path, r)
+                    .json(&body);
             tokio::spawn(async move {
                 let response = request.send().await.unwrap();
                 let status = response.status().as_u16();
@@ -40,6 +41,22 @@ async fn storm(
         out.push(request.await.unwrap());
     }
     out
+}
+
+/// The status of `GET /balances` on one replica.
+async fn balances_status(base_url: &str, r: &Reseller) -> u16 {
+    partner_request(
+        &reqwest::Client::new(),
+        base_url,
+        Method::GET,
+        "/v1/billing/partner/balances",
+        r,
+    )
+    .send()
+    .await
+    .unwrap()
+    .status()
+    .as_u16()
 }
 
 /// Every answer is the one success or a 409 in progress with Retry-After; returns the success.
@@ -64,15 +81,14 @@ fn one_outcome(answers: &[(u16, bool, Value)]) -> Value {
 
 async fn storms_across_replicas_charge_once(db: Db) {
     let first = TestApp::spawn(&db).await;
-    let second = first.replica().await;
-    let third = first.replica().await;
-    let replicas = [&first, &second, &third];
     let r = first.reseller().await;
     first.plan("pro").await;
     first.plan("small").await;
     first.user("alice").await;
     first.credit(&r, "pro", 100).await;
     first.credit(&r, "small", 7).await;
+    let processes = first.process_replicas(3);
+    let replicas = processes.base_urls();
 
     let license = json!({"planSlug":"pro","login":"alice","idempotencyKey":"replica-license"});
     let answers = storm(
@@ -118,87 +134,56 @@ async fn storms_across_replicas_charge_once(db: Db) {
     assert_eq!((ok, refused), (7, 23), "{answers:?}");
     assert_eq!(first.balance(&r, "small").await, Some(0));
     first.assert_audit_clean().await;
-    third.stop().await;
-    second.stop().await;
+    drop(processes);
     first.stop().await;
 }
 
 async fn revocation_and_suspension_reach_every_replica(db: Db) {
-    let first = TestApp::spawn(&db).await;
-    let second = first.replica().await;
-    let third = first.replica().await;
-    let r = first.reseller().await;
-    let balances = "/v1/billing/partner/balances";
-    for app in [&first, &second, &third] {
-        assert_eq!(
-            app.partner(Method::GET, balances, &r)
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let other = app.reseller().await;
+    let processes = app.process_replicas(3);
+    let [first, second, third] = <[String; 3]>::try_from(processes.base_urls()).unwrap();
+    for replica in [&first, &second, &third] {
+        assert_eq!(balances_status(replica, &r).await, 200);
     }
+
     // Revoked through the first replica's panel; refused by the second at once.
-    let token = first.session(&r.client_id, &r.password).await;
-    let revoked = first
-        .http
-        .delete(first.url(&format!(
-            "/v1/billing/resellers/me/api-keys/{}",
+    let http = reqwest::Client::new();
+    let session: Value = http
+        .post(format!("{first}/v1/billing/resellers/sessions"))
+        .json(&json!({"clientId": r.client_id, "password": r.password}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let revoked = http
+        .delete(format!(
+            "{first}/v1/billing/resellers/me/api-keys/{}",
             r.api_key_id
-        )))
-        .bearer_auth(&token)
+        ))
+        .bearer_auth(session["sessionToken"].as_str().unwrap())
         .send()
         .await
         .unwrap();
     assert_eq!(revoked.status(), 204);
-    assert_eq!(
-        second
-            .partner(Method::GET, balances, &r)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
+    assert_eq!(balances_status(&second, &r).await, 401);
+    assert_eq!(balances_status(&third, &r).await, 401);
 
     // Suspended by the operator; refused by the third at once, then reinstated everywhere.
-    let other = first.reseller().await;
-    assert_eq!(
-        third
-            .partner(Method::GET, balances, &other)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(balances_status(&third, &other).await, 200);
     let client_id = ClientId::parse("clientId", &other.client_id).unwrap();
-    accounts::set_standing(&second.store, &client_id, Standing::Suspended)
+    accounts::set_standing(&app.store, &client_id, Standing::Suspended)
         .await
         .unwrap();
-    assert_eq!(
-        third
-            .partner(Method::GET, balances, &other)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        401
-    );
-    accounts::set_standing(&second.store, &client_id, Standing::Good)
+    assert_eq!(balances_status(&third, &other).await, 401);
+    assert_eq!(balances_status(&first, &other).await, 401);
+    accounts::set_standing(&app.store, &client_id, Standing::Good)
         .await
         .unwrap();
-    assert_eq!(
-        first
-            .partner(Method::GET, balances, &other)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    third.stop().await;
-    second.stop().await;
-    first.stop().await;
+    assert_eq!(balances_status(&first, &other).await, 200);
+    drop(processes);
+    app.stop().await;
 }
