@@ -51,7 +51,9 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
         Db::Postgres(admin_url) => {
             use sqlx::Connection;
             drop_leftover_databases(admin_url).await;
-            let name = format!("pbt_{}", uuid::Uuid::new_v4().simple());
+            // The creation time in the name lets a later run tell abandoned databases from
+            // those of a run still going.
+            let name = format!("pbt_{}_{}", unix_now(), uuid::Uuid::new_v4().simple());
             let mut conn = sqlx::PgConnection::connect(admin_url)
                 .await
                 .expect("PostgreSQL reachable");
@@ -68,7 +70,16 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
     }
 }
 
-/// Drops the test databases of earlier runs, once per process, before this run creates any.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// Drops the test databases that earlier runs left behind, once per process, before this run
+/// creates any: those created more than two hours ago (or named without a time), so a test
+/// run going on beside this one keeps its databases.
 async fn drop_leftover_databases(admin_url: &str) {
     use sqlx::Connection;
     static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
@@ -81,7 +92,14 @@ async fn drop_leftover_databases(admin_url: &str) {
                 .fetch_all(&mut conn)
                 .await
                 .expect("list test databases");
-        for name in names {
+        let cutoff = unix_now().saturating_sub(2 * 3600);
+        let abandoned = names.into_iter().filter(|name| {
+            name.split('_')
+                .nth(1)
+                .and_then(|t| t.parse::<u64>().ok())
+                .is_none_or(|created| created < cutoff)
+        });
+        for name in abandoned {
             let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
                 "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
             )))

@@ -6,6 +6,7 @@
 
 mod auth;
 mod body;
+pub mod command;
 mod guard;
 mod health;
 mod panel;

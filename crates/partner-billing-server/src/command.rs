@@ -1,0 +1,106 @@
+//! The `partner-billing-server` command: flags, start-up checks, serving, shutdown. The binary
+//! is a thin `main` over [`run`], so test builds can wrap the same start-up.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use partner_billing::clock::Clock;
+use partner_billing::crypto::{MasterKey, default_master_key_path};
+use partner_billing::store::Store;
+
+/// Serve the Partner Billing API.
+#[derive(Parser)]
+#[command(version, about)]
+struct Args {
+    /// Database URL: `sqlite://FILE` (created if missing) or `postgres://…`.
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_DATABASE_URL",
+        default_value = "sqlite://partner-billing.db"
+    )]
+    database_url: String,
+    /// Address to listen on.
+    #[arg(long, env = "PARTNER_BILLING_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// The master key (32 bytes) for promo-code hashes and recovery payloads. Default:
+    /// `partner-billing.key` beside the SQLite database (or in the working directory), created
+    /// with mode 0600 if missing. A file named here must exist.
+    #[arg(long, env = "PARTNER_BILLING_MASTER_KEY_FILE")]
+    master_key_file: Option<PathBuf>,
+    /// Group concurrent license requests that wait on the same lock into one transaction
+    /// (each keeps its own writes and answer). `false` runs one transaction per request.
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_GROUP_COMMIT",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    group_commit: bool,
+    /// Print the OpenAPI document and exit.
+    #[arg(long)]
+    print_openapi: bool,
+}
+
+/// Parses the command line and serves until Ctrl-C or SIGTERM.
+pub async fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.print_openapi {
+        print!("{}", crate::openapi_document());
+        return Ok(());
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("PARTNER_BILLING_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .init();
+    // The key is checked before anything else: a bad key stops the server now, not at the
+    // first promo request.
+    let (key_path, configured) = match &args.master_key_file {
+        Some(path) => (path.clone(), true),
+        None => (default_master_key_path(&args.database_url), false),
+    };
+    let master_key = MasterKey::load_or_create(&key_path, !configured)?;
+    let store = Store::connect(&args.database_url, Clock::system())
+        .await
+        .context("cannot open the database")?
+        .with_master_key(master_key)
+        .with_group_commit(args.group_commit);
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let shutdown = shutdown_signal().context("cannot install signal handlers")?;
+    tracing::info!(address = %listener.local_addr()?, backend = ?store.backend(), "partner-billing-server listening");
+    crate::serve(listener, store.clone(), shutdown).await?;
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM. The handlers are installed here, before the server says it
+/// is listening, so a signal that arrives right after start is never missed.
+#[cfg(unix)]
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {},
+            _ = interrupt.recv() => {},
+        }
+        tracing::info!("shutting down");
+    })
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down");
+    })
+}
