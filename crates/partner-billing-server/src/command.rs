@@ -58,6 +58,7 @@ pub async fn run() -> anyhow::Result<()> {
         )
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
+    install_panic_hook();
     // The key is checked before anything else: a bad key stops the server now, not at the
     // first promo request.
     let (key_path, configured) = match &args.master_key_file {
@@ -103,4 +104,16 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutting down");
     })
+}
+
+/// Logs a panic's location but not its message: a message can quote the data it failed on
+/// (a slice of a secret, a code), and logs must never hold those.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(%location, "panic; its message is withheld as it may quote request data");
+    }));
 }

@@ -190,9 +190,20 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
         )
         .data(state)
         .catch_all_error(|err: poem::Error| async move { error_response(err) })
+        // A panic answers 500 like any internal error; its message is never sent (the panic
+        // hook of `command` logs where it happened, not what it said).
+        .with(poem::middleware::CatchPanic::new().with_handler(panic_response))
         .around(|ep, req| async move { guard::guard(&ep, req).await })
         .around(|ep, req| async move { Ok(log_request(&ep, req).await) })
         .boxed()
+}
+
+/// The answer to a request whose handler panicked: the plain internal error.
+fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> problem::ApiError {
+    problem::ApiError::new(
+        ErrorCode::InternalError,
+        "An unexpected error occurred; the outcome is unknown. Retry with the same idempotency key.",
+    )
 }
 
 /// The methods the document declares for a concrete path, e.g. `GET, POST`; `None` when no

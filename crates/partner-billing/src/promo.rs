@@ -131,6 +131,9 @@ impl DrawnBatch {
             return Err(Error::PromoGenerationFailed);
         }
         let mut codes = draw_codes(count)?;
+        if store.fault(FaultPoint::Panic) {
+            panic!("fault injection: panicking over code {}", codes[0]);
+        }
         // A repeat inside one batch (about 2^-61 for 1000 codes) is redrawn.
         let mut seen = HashSet::with_capacity(count);
         for code in &mut codes {

@@ -70,6 +70,9 @@ pub enum FaultPoint {
     AfterCodes,
     /// Just before COMMIT.
     BeforeCommit,
+    /// Panics in the request handler after drawing the codes, with a message that quotes one
+    /// of them: the answer must be a plain 500 and neither the answer nor the log may hold it.
+    Panic,
     /// Makes the batch's first code hash one that another batch already holds, as an 80-bit
     /// collision would: the code must be redrawn, not the batch failed.
     CodeCollision,
