@@ -16,10 +16,25 @@ use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PanelAuth;
 use crate::body::{JsonBody, OptionalJsonBody};
-use crate::problem::ApiResult;
+use crate::problem::{ApiError, ApiResult};
 
 /// Endpoints under `/v1/billing/resellers`.
 pub struct PanelApi;
+
+/// `maxLength` of `SessionRequest.clientId` and `.password` in the document.
+const MAX_CLIENT_ID_CHARS: usize = 64;
+const MAX_PASSWORD_CHARS: usize = 1024;
+
+/// `Request.ValidationFailed` naming `field` when `value` has more than `max` characters.
+fn at_most_chars(field: &str, value: &str, max: usize) -> ApiResult<()> {
+    if value.chars().nth(max).is_some() {
+        return Err(ApiError::validation(
+            field,
+            format!("`{field}` must be at most {max} characters."),
+        ));
+    }
+    Ok(())
+}
 
 #[derive(ApiResponse)]
 pub enum SessionResponse {
@@ -54,6 +69,9 @@ impl PanelApi {
         state: Data<&AppState>,
         body: JsonBody<SessionRequest>,
     ) -> ApiResult<SessionResponse> {
+        // Out of the bounds the document declares: malformed (400), not a failed login.
+        at_most_chars("clientId", &body.0.client_id, MAX_CLIENT_ID_CHARS)?;
+        at_most_chars("password", &body.0.password, MAX_PASSWORD_CHARS)?;
         let password = Password::presented(body.0.password);
         let session = accounts::create_session(&state.store, &body.0.client_id, password).await?;
         Ok(SessionResponse::Created(Json(session)))

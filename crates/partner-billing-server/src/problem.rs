@@ -3,7 +3,7 @@
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{IntoResponse, Response};
 use poem_openapi::ApiResponse;
-use poem_openapi::registry::{MetaMediaType, MetaResponse, MetaResponses, Registry};
+use poem_openapi::registry::{MetaHeader, MetaMediaType, MetaResponse, MetaResponses, Registry};
 use poem_openapi::types::Type;
 
 use partner_billing::Error;
@@ -254,6 +254,26 @@ const DOCUMENTED: &[(u16, &str)] = &[
     ),
 ];
 
+/// `Retry-After` (seconds) as the document declares it: always on 429 and 503, on 409 only for
+/// `Reseller.RequestInProgress`.
+fn retry_after_header(status: u16) -> Option<MetaHeader> {
+    let required = match status {
+        429 | 503 => true,
+        409 => false,
+        _ => return None,
+    };
+    Some(MetaHeader {
+        name: "Retry-After".to_owned(),
+        description: Some(
+            "Seconds to wait before retrying (on 409 only with `Reseller.RequestInProgress`)."
+                .to_owned(),
+        ),
+        required,
+        deprecated: false,
+        schema: u64::schema_ref(),
+    })
+}
+
 impl ApiResponse for ApiError {
     fn meta() -> MetaResponses {
         let mut responses: Vec<MetaResponse> = DOCUMENTED
@@ -266,7 +286,7 @@ impl ApiResponse for ApiError {
                     content_type: PROBLEM_JSON,
                     schema: Problem::schema_ref(),
                 }],
-                headers: vec![],
+                headers: retry_after_header(status).into_iter().collect(),
             })
             .collect();
         responses.push(MetaResponse {

@@ -108,7 +108,12 @@ impl ProductApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        /// The login, percent-encoded.
+        /// The login, percent-encoded: 1–254 characters, no control characters.
+        #[oai(validator(
+            min_length = 1,
+            max_length = 254,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        ))]
         login: Path<String>,
     ) -> ApiResult<Json<UserLicenses>> {
         auth.verify(&state.store).await?;

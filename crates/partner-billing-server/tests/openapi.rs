@@ -76,3 +76,50 @@ fn product_operations_take_the_operator_token_only() {
     let redemption = &doc["paths"]["/v1/billing/product/promo-redemptions"]["post"]["responses"];
     assert!(redemption["429"].is_object());
 }
+
+/// Every bound the server enforces is declared, so a schema-valid value is never refused as
+/// malformed (found by `.ci/schemathesis`).
+#[test]
+fn declared_bounds_match_what_the_server_enforces() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&partner_billing_server::openapi_document()).unwrap();
+    let parameters =
+        &doc["paths"]["/v1/billing/product/users/{login}/licenses"]["get"]["parameters"];
+    let login = parameters
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "login" && p["in"] == "path")
+        .expect("the login path parameter");
+    assert_eq!(login["schema"]["minLength"], 1);
+    assert_eq!(login["schema"]["maxLength"], 254);
+    assert_eq!(
+        login["schema"]["pattern"],
+        doc["components"]["schemas"]["RegisterUserRequest"]["properties"]["login"]["pattern"]
+    );
+    let session = &doc["components"]["schemas"]["SessionRequest"]["properties"];
+    assert_eq!(session["clientId"]["maxLength"], 64);
+    assert_eq!(session["password"]["maxLength"], 1024);
+}
+
+/// `Retry-After` is declared where the server sends it, so clients (and schemathesis'
+/// response-header check) know its type: always on 429 and 503, on 409 with
+/// `Reseller.RequestInProgress` only.
+#[test]
+fn retry_after_is_declared_where_it_is_sent() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&partner_billing_server::openapi_document()).unwrap();
+    let responses = &doc["paths"]["/v1/billing/product/promo-redemptions"]["post"]["responses"];
+    for (status, required) in [("409", false), ("429", true), ("503", true)] {
+        let header = &responses[status]["headers"]["Retry-After"];
+        assert_eq!(header["schema"]["type"], "integer", "{status}");
+        assert_eq!(
+            header["required"].as_bool().unwrap_or(false),
+            required,
+            "{status}"
+        );
+    }
+    assert!(responses["400"]["headers"]["Retry-After"].is_null());
+    let health = &doc["paths"]["/healthz"]["get"]["responses"]["503"]["headers"];
+    assert!(health["Retry-After"].is_object());
+}

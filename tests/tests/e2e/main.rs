@@ -5,6 +5,7 @@ mod auth;
 mod browser;
 mod cli;
 mod concurrency;
+mod contract;
 mod crash;
 mod hygiene;
 mod isolation;
