@@ -75,6 +75,30 @@ pub(crate) fn claim(store: &Store, scope: Scope<'_>, key: &IdempotencyKey) -> Re
     })
 }
 
+/// Whether an outcome is already stored for the key: a read without lock or transaction, so a
+/// retry can skip work that only a fresh request needs (drawing 1000 promo codes). [`begin`]
+/// still decides, under the lock.
+pub(crate) async fn has_outcome(
+    store: &Store,
+    scope: Scope<'_>,
+    key: &IdempotencyKey,
+) -> Result<bool> {
+    let found: Option<i64> = match scope {
+        Scope::Account(account_id) => sqlx::query_scalar(
+            "SELECT 1 FROM idempotency_records WHERE account_id = $1 AND idempotency_key = $2",
+        )
+        .bind(account_id),
+        Scope::Operator(owner) => sqlx::query_scalar(
+            "SELECT 1 FROM operator_idempotency_records WHERE scope = $1 AND idempotency_key = $2",
+        )
+        .bind(owner),
+    }
+    .bind(key.as_str())
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(found.is_some())
+}
+
 /// Begins the write transaction of a keyed request and looks for an earlier outcome.
 /// Returns the open transaction, or the stored body when this is a replay.
 pub(crate) async fn begin(

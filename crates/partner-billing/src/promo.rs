@@ -188,6 +188,18 @@ pub async fn generate_promo_batch(
     let fingerprint = Fingerprint::new("promo_batch", &[request.plan.as_str(), &count]);
     let scope = Scope::Account(account.account_id);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let _permit = store.promo_permit().await?;
+    // A retry is answered from its record without drawing, hashing and sealing 1000 codes.
+    if idempotency::has_outcome(store, scope, &request.idempotency_key).await? {
+        match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
+            .await?
+        {
+            Begun::Replay(body) => return replay(store, key, &body).await,
+            Begun::Fresh(tx) => {
+                let _ = tx.rollback().await;
+            }
+        }
+    }
     let batch_id = Uuid::new_v4().to_string();
     let size = usize::try_from(request.count).map_err(|_| Error::PromoGenerationFailed)?;
     let mut drawn = DrawnBatch::draw(store, key, batch_id, size)?;

@@ -53,6 +53,7 @@ pub struct Store {
     master_key: Option<Arc<MasterKey>>,
     license_groups: Arc<LicenseGroups>,
     group_commit: bool,
+    promo_permits: Arc<tokio::sync::Semaphore>,
     #[cfg(feature = "fault-injection")]
     faults: Arc<Mutex<Vec<FaultPoint>>>,
 }
@@ -138,6 +139,11 @@ pub(crate) fn crash_point(_point: CrashPoint) {}
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
+/// Promo batches drawn and stored at once per process. Each holds up to 1000 codes, their
+/// hashes, the sealed payload and a 2000-parameter statement (about 1 MB); the database writes
+/// them one at a time anyway, so more in parallel only hold memory while they queue.
+const PROMO_BATCHES_AT_ONCE: usize = 4;
+
 /// How long a request waits for a database connection before answering 503.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -199,6 +205,7 @@ impl Store {
             master_key: None,
             license_groups: Arc::default(),
             group_commit: true,
+            promo_permits: Arc::new(tokio::sync::Semaphore::new(PROMO_BATCHES_AT_ONCE)),
             #[cfg(feature = "fault-injection")]
             faults: Arc::default(),
         })
@@ -226,6 +233,14 @@ impl Store {
     #[doc(hidden)]
     pub fn license_group_stats(&self) -> (usize, usize, u64) {
         self.license_groups.stats()
+    }
+
+    /// Waits for a turn to generate a promo batch (see [`PROMO_BATCHES_AT_ONCE`]).
+    pub(crate) async fn promo_permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        self.promo_permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Internal("promo permits closed".to_owned()))
     }
 
     pub(crate) fn license_groups(&self) -> &LicenseGroups {
