@@ -15,6 +15,9 @@
 //! - a database failure rolls the whole transaction back and every request of it gets a
 //!   retryable error: none of them committed, and a retry with the same key settles it.
 //!
+//! Within a transaction, requests take their balance rows in (account, plan) order, so groups
+//! in different processes never deadlock on each other's rows.
+//!
 //! With no concurrency a group holds one request and this is the plain one-transaction path.
 //! The group is the account on PostgreSQL (other accounts commit in parallel) and the whole
 //! database on SQLite, where every write already takes the one write lock.
@@ -191,7 +194,14 @@ fn shared_failure(err: &Error) -> Error {
     }
 }
 
-async fn run_transaction(store: &Store, batch: Vec<Pending>) {
+async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
+    // Balance rows are locked in one order, (account, plan), in every transaction of every
+    // process, so two groups can never wait on each other. Concurrent requests have no order
+    // of their own to keep; the sort is stable, so one plan's requests keep their arrival order.
+    batch.sort_by(|a, b| {
+        (a.account.account_id, a.request.plan.as_str())
+            .cmp(&(b.account.account_id, b.request.plan.as_str()))
+    });
     let mut tx = match store.begin_write().await {
         Ok(tx) => tx,
         Err(err) => {
