@@ -250,8 +250,10 @@ async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
                     replayed: false,
                 })
             }
-            (Step::Fresh(_), Err(err)) => Err(shared_failure(err)),
-            (Step::Replay(body), _) => idempotency::replayed(&body),
+            // A replay may have read a record this very transaction wrote (a retry queued
+            // beside its original): it stands only if the transaction committed.
+            (Step::Fresh(_) | Step::Replay(_), Err(err)) => Err(shared_failure(err)),
+            (Step::Replay(body), Ok(())) => idempotency::replayed(&body),
             (Step::Refused(err), _) => Err(err),
         };
         let _ = pending.reply.send(answer);
