@@ -1,14 +1,14 @@
 //! Direct license issue: one unit of quota for one subscription to a named login; and the
 //! licenses a login holds, issued directly or redeemed from promo codes.
 
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
 use crate::domain::{IdempotencyKey, Login, PlanSlug};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
-use crate::plans::{find_plan, find_user};
+use crate::plans::{PlanRow, find_plan, find_user};
 use crate::quota::{EntryKind, debit};
 use crate::store::{Store, Tx};
 use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
@@ -64,7 +64,11 @@ pub async fn issue_license(
             Begun::Replay(body) => return idempotency::replayed(&body),
             Begun::Fresh(tx) => tx,
         };
-    let result = write_license(store, &mut tx, account, &request, &fingerprint).await;
+    let result = async {
+        let target = Target::find(&mut tx, &request).await?;
+        write_license(store, &mut tx, account, &request, target, &fingerprint).await
+    }
+    .await;
     let license = idempotency::settle(tx, result).await?;
     tracing::info!(client_id = %account.client_id, license_id = %license.license_id, plan = %request.plan, "license issued");
     Ok(Outcome {
@@ -78,19 +82,34 @@ fn fingerprint(request: &IssueLicense) -> Fingerprint {
     Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()])
 }
 
+/// The plan and the login a license is for, as rows. Plans and logins are only ever added, so
+/// they can be looked up before the transaction that uses them.
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    plan: PlanRow,
+    user_id: i64,
+}
+
+impl Target {
+    /// Unknown plan, then unknown login.
+    async fn find(conn: &mut AnyConnection, request: &IssueLicense) -> Result<Self> {
+        let plan = find_plan(conn, &request.plan).await?;
+        let user_id = find_user(conn, &request.login).await?;
+        Ok(Self { plan, user_id })
+    }
+}
+
 /// The writes of one license inside `tx`: the debit and its ledger entry, the license, and
-/// the idempotency record. Every refusal (unknown plan or login, insufficient quota) comes
-/// before the first write.
+/// the idempotency record. Every refusal (insufficient quota) comes before the first write.
 async fn write_license(
     store: &Store,
     tx: &mut Tx,
     account: &PartnerAccount,
     request: &IssueLicense,
+    Target { plan, user_id }: Target,
     fingerprint: &Fingerprint,
 ) -> Result<License> {
     let scope = Scope::Account(account.account_id);
-    let plan = find_plan(tx, &request.plan).await?;
-    let user_id = find_user(tx, &request.login).await?;
     let now = store.now_utc();
     let license_id = Uuid::new_v4().to_string();
     let actor = format!("api_key:{}", account.api_key_id);

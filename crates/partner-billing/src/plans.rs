@@ -1,11 +1,11 @@
 //! Plans (products) and end-user logins, managed by the operator.
 
 use serde::Serialize;
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 use crate::domain::{InvalidField, Login, PlanSlug};
 use crate::error::{Error, Result};
-use crate::store::{Store, Tx, is_unique_violation};
+use crate::store::{Store, is_unique_violation};
 use crate::wire::EndUser;
 
 /// A plan and its promo policy.
@@ -119,12 +119,12 @@ pub(crate) struct PlanRow {
     pub code_validity_days: i64,
 }
 
-pub(crate) async fn find_plan(tx: &mut Tx, slug: &PlanSlug) -> Result<PlanRow> {
+pub(crate) async fn find_plan(conn: &mut AnyConnection, slug: &PlanSlug) -> Result<PlanRow> {
     let row = sqlx::query(
         "SELECT id, duration_days, redemptions_per_code, code_validity_days FROM plans WHERE slug = $1",
     )
         .bind(slug.as_str())
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *conn)
         .await?
         .ok_or(Error::UnknownPlan)?;
     Ok(PlanRow {
@@ -172,10 +172,10 @@ pub async fn register_user(store: &Store, login: &Login) -> Result<Registration>
     })
 }
 
-pub(crate) async fn find_user(tx: &mut Tx, login: &Login) -> Result<i64> {
+pub(crate) async fn find_user(conn: &mut AnyConnection, login: &Login) -> Result<i64> {
     sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
         .bind(login.as_str())
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *conn)
         .await?
         .ok_or(Error::UnknownLogin)
 }

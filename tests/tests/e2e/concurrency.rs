@@ -184,11 +184,12 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
         200
     );
 
-    // Hold the lock every license needs: SQLite's write lock, or PostgreSQL's balance rows.
+    // Hold the lock every fresh license needs: SQLite's write lock, or PostgreSQL's balance
+    // rows. (Unknown plans and logins are refused before the group, without a lock.)
     let mut blocker = app.store.begin_write().await.unwrap();
     if app.store.backend() == Backend::Postgres {
-        sqlx::query("LOCK TABLE plans IN ACCESS EXCLUSIVE MODE")
-            .execute(&mut *blocker)
+        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
+            .fetch_all(&mut *blocker)
             .await
             .unwrap();
     }

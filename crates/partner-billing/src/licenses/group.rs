@@ -34,7 +34,7 @@ use crate::keys::PartnerAccount;
 use crate::store::{Backend, CrashPoint, Store, Tx, crash_point};
 use crate::wire::License;
 
-use super::{IssueLicense, fingerprint, write_license};
+use super::{IssueLicense, Target, fingerprint, write_license};
 
 /// Most requests one transaction takes; more wait for the next one.
 const MAX_GROUP: usize = 64;
@@ -43,6 +43,7 @@ const MAX_GROUP: usize = 64;
 struct Pending {
     account: PartnerAccount,
     request: IssueLicense,
+    target: Target,
     reply: oneshot::Sender<Result<Outcome<License>>>,
 }
 
@@ -84,6 +85,12 @@ pub(crate) async fn issue(
     account: &PartnerAccount,
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
+    // Unknown plans and logins are refused here, outside the group's transaction, which
+    // then only holds the lock-taking part of each request.
+    let target = {
+        let mut conn = store.pool().acquire().await?;
+        Target::find(&mut conn, &request).await?
+    };
     let group = match store.backend() {
         Backend::Postgres => account.account_id,
         Backend::Sqlite => 0,
@@ -92,6 +99,7 @@ pub(crate) async fn issue(
     let pending = Pending {
         account: account.clone(),
         request,
+        target,
         reply,
     };
     let start_committer = {
@@ -270,6 +278,14 @@ async fn step(store: &Store, tx: &mut Tx, pending: &Pending) -> Result<Step> {
     {
         return Ok(Step::Replay(body));
     }
-    let license = write_license(store, tx, &pending.account, request, &fingerprint).await?;
+    let license = write_license(
+        store,
+        tx,
+        &pending.account,
+        request,
+        pending.target,
+        &fingerprint,
+    )
+    .await?;
     Ok(Step::Fresh(license))
 }
