@@ -144,6 +144,10 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// them one at a time anyway, so more in parallel only hold memory while they queue.
 const PROMO_BATCHES_AT_ONCE: usize = 4;
 
+/// SQLite connections: one writes at a time whatever the count, and each costs a thread, its
+/// allocator arena and its page cache, so a few serve two cores' worth of readers.
+const SQLITE_CONNECTIONS: u32 = 4;
+
 /// How long a request waits for a database connection before answering 503.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -167,7 +171,7 @@ impl Store {
         let pool = match backend {
             Backend::Sqlite => {
                 pool_options
-                    .max_connections(8)
+                    .max_connections(SQLITE_CONNECTIONS)
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             // WAL lets readers run beside the one writer; FULL makes each commit
@@ -175,6 +179,8 @@ impl Store {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
                             conn.execute("PRAGMA synchronous = FULL").await?;
                             conn.execute("PRAGMA busy_timeout = 30000").await?;
+                            // 1 MiB of page cache per connection (SQLite's default is 2 MiB).
+                            conn.execute("PRAGMA cache_size = -1024").await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             Ok(())
                         })
