@@ -6,8 +6,10 @@
 //! changes.
 //!
 //! Not copied: the server's group commit of concurrent license requests (licenses/group.rs
-//! shares one transaction among requests that queue on the same lock). The baseline is the
-//! plain one-transaction-per-request path, so a ratio above 1 is that optimisation at work.
+//! shares one transaction among requests that queue on the same lock, and looks the plan and
+//! login up before it). The baseline is the plain one-transaction-per-request path of
+//! licenses.rs, so a ratio above 1 is that optimisation at work
+//! (`--server-env PARTNER_BILLING_GROUP_COMMIT=false` measures the server without it).
 //!
 //! The promo baseline is what the target compares with: the insert of a batch's 1000
 //! code rows alone, with the library's statement (promo.rs `insert_code_hashes`), 1000 random
