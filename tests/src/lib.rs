@@ -285,16 +285,7 @@ impl TestApp {
 
     /// Logs in to the panel; returns the session token.
     pub async fn session(&self, client_id: &str, password: &str) -> String {
-        let response = self
-            .http
-            .post(self.url("/v1/billing/resellers/sessions"))
-            .json(&serde_json::json!({"clientId": client_id, "password": password}))
-            .send()
-            .await
-            .expect("login");
-        assert_eq!(response.status(), 201, "panel login");
-        let body: serde_json::Value = response.json().await.expect("session body");
-        body["sessionToken"].as_str().expect("token").to_owned()
+        panel_session(&self.http, &self.base_url, client_id, password).await
     }
 
     /// Credits quota as the operator.
@@ -376,6 +367,24 @@ impl ProcessReplicas {
     pub fn base_urls(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.base_url.clone()).collect()
     }
+}
+
+/// Logs in to the panel of the server at `base_url`; returns the session token.
+pub async fn panel_session(
+    http: &reqwest::Client,
+    base_url: &str,
+    client_id: &str,
+    password: &str,
+) -> String {
+    let response = http
+        .post(format!("{base_url}/v1/billing/resellers/sessions"))
+        .json(&serde_json::json!({"clientId": client_id, "password": password}))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(response.status(), 201, "panel login");
+    let body: serde_json::Value = response.json().await.expect("session body");
+    body["sessionToken"].as_str().expect("token").to_owned()
 }
 
 /// A request to `base_url` carrying the reseller's API key in the dedicated headers.

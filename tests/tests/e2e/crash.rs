@@ -16,7 +16,7 @@ use partner_billing::plans::{self, NewPlan};
 use partner_billing::store::{CRASH_AT_ENV, Store};
 use partner_billing::{accounts, quota};
 use partner_billing_tests::process::ServerProcess;
-use partner_billing_tests::{Db, TempDir, fresh_database};
+use partner_billing_tests::{Db, TempDir, fresh_database, panel_session};
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -55,18 +55,10 @@ enum Fault {
 
 async fn panel_key(base_url: &str, client_id: &str, password: &str) -> Key {
     let http = reqwest::Client::new();
-    let session: Value = http
-        .post(format!("{base_url}/v1/billing/resellers/sessions"))
-        .json(&json!({"clientId": client_id, "password": password}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session = panel_session(&http, base_url, client_id, password).await;
     let key: Value = http
         .post(format!("{base_url}/v1/billing/resellers/me/api-keys"))
-        .bearer_auth(session["sessionToken"].as_str().unwrap())
+        .bearer_auth(&session)
         .send()
         .await
         .unwrap()

@@ -4,7 +4,9 @@
 
 use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::ClientId;
-use partner_billing_tests::{Db, Reseller, TestApp, both_databases, partner_request};
+use partner_billing_tests::{
+    Db, Reseller, TestApp, both_databases, panel_session, partner_request,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -150,21 +152,13 @@ async fn revocation_and_suspension_reach_every_replica(db: Db) {
 
     // Revoked through the first replica's panel; refused by the second at once.
     let http = reqwest::Client::new();
-    let session: Value = http
-        .post(format!("{first}/v1/billing/resellers/sessions"))
-        .json(&json!({"clientId": r.client_id, "password": r.password}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session = panel_session(&http, &first, &r.client_id, &r.password).await;
     let revoked = http
         .delete(format!(
             "{first}/v1/billing/resellers/me/api-keys/{}",
             r.api_key_id
         ))
-        .bearer_auth(session["sessionToken"].as_str().unwrap())
+        .bearer_auth(&session)
         .send()
         .await
         .unwrap();
