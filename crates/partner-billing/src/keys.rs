@@ -144,26 +144,58 @@ pub async fn authenticate_api_key(
     if !bool::from(owner.as_bytes().ct_eq(client_id.as_bytes())) {
         return Err(Error::Unauthorized);
     }
-    let key_row: i64 = row.try_get("key_row")?;
-    let last_used: Option<i64> = row.try_get("last_used_utc")?;
-    let now = store.now_utc();
-    if last_used.is_none_or(|t| now - t >= LAST_USED_GRANULARITY_SECONDS) {
-        sqlx::query(
-            "UPDATE api_keys SET last_used_utc = $1 WHERE id = $2 \
-             AND (last_used_utc IS NULL OR last_used_utc <= $3)",
-        )
-        .bind(now)
-        .bind(key_row)
-        .bind(now - LAST_USED_GRANULARITY_SECONDS)
-        .execute(store.pool())
-        .await?;
-    }
+    record_use(
+        store,
+        UsedCredential::ApiKey,
+        row.try_get("key_row")?,
+        row.try_get("last_used_utc")?,
+    )
+    .await?;
     let api_key_id: String = row.try_get("api_key_id")?;
     Ok(PartnerAccount {
         account_id: row.try_get("account_id")?,
         client_id: ClientId::parse("clientId", &owner)?,
         api_key_id: ApiKeyId::parse("apiKeyId", &api_key_id)?,
     })
+}
+
+/// A credential whose last use is recorded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum UsedCredential {
+    ApiKey,
+    OperatorToken,
+}
+
+/// Records a credential's use in `last_used_utc`, at most once per
+/// [`LAST_USED_GRANULARITY_SECONDS`]: most requests write nothing, and the conditional UPDATE
+/// keeps concurrent requests from writing twice.
+pub(crate) async fn record_use(
+    store: &Store,
+    credential: UsedCredential,
+    row_id: i64,
+    last_used_utc: Option<i64>,
+) -> Result<()> {
+    let now = store.now_utc();
+    if last_used_utc.is_some_and(|t| now - t < LAST_USED_GRANULARITY_SECONDS) {
+        return Ok(());
+    }
+    let sql = match credential {
+        UsedCredential::ApiKey => {
+            "UPDATE api_keys SET last_used_utc = $1 WHERE id = $2 \
+             AND (last_used_utc IS NULL OR last_used_utc <= $3)"
+        }
+        UsedCredential::OperatorToken => {
+            "UPDATE operator_tokens SET last_used_utc = $1 WHERE id = $2 \
+             AND (last_used_utc IS NULL OR last_used_utc <= $3)"
+        }
+    };
+    sqlx::query(sql)
+        .bind(now)
+        .bind(row_id)
+        .bind(now - LAST_USED_GRANULARITY_SECONDS)
+        .execute(store.pool())
+        .await?;
+    Ok(())
 }
 
 /// The operator's view: every key of an account, by client id.

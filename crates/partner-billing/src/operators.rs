@@ -7,10 +7,11 @@ use sqlx::Row;
 
 use crate::domain::{InvalidField, Secret, SecretKind};
 use crate::error::{Error, Result};
+use crate::keys;
 use crate::store::{Store, is_unique_violation};
 
-/// `lastUsedUtc` is written at most this often per token.
-pub const LAST_USED_GRANULARITY_SECONDS: i64 = 60;
+/// `lastUsedUtc` is written at most this often per token, as for API keys.
+pub use crate::keys::LAST_USED_GRANULARITY_SECONDS;
 
 /// A token just created. The plaintext is here and nowhere else; [`Secret`] keeps it out of
 /// `Debug` output.
@@ -168,19 +169,13 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
     .await?
     .ok_or(Error::Unauthorized)?;
     let token_id: i64 = row.try_get("id")?;
-    let last_used: Option<i64> = row.try_get("last_used_utc")?;
-    let now = store.now_utc();
-    if last_used.is_none_or(|t| now - t >= LAST_USED_GRANULARITY_SECONDS) {
-        sqlx::query(
-            "UPDATE operator_tokens SET last_used_utc = $1 WHERE id = $2 \
-             AND (last_used_utc IS NULL OR last_used_utc <= $3)",
-        )
-        .bind(now)
-        .bind(token_id)
-        .bind(now - LAST_USED_GRANULARITY_SECONDS)
-        .execute(store.pool())
-        .await?;
-    }
+    keys::record_use(
+        store,
+        keys::UsedCredential::OperatorToken,
+        token_id,
+        row.try_get("last_used_utc")?,
+    )
+    .await?;
     Ok(OperatorIdentity {
         token_id: Some(token_id),
         name: row.try_get("name")?,
