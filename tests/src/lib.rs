@@ -161,7 +161,15 @@ impl TestApp {
     pub async fn spawn(db: &Db) -> Self {
         logs::install();
         let (database_url, dir) = fresh_database(db).await;
-        Self::boot(database_url, dir, Clock::system(), rand::random()).await
+        Self::boot(database_url, dir, Clock::system(), rand::random(), true).await
+    }
+
+    /// As [`spawn`](Self::spawn), with one transaction per license request
+    /// (`--group-commit false`).
+    pub async fn spawn_without_group_commit(db: &Db) -> Self {
+        logs::install();
+        let (database_url, dir) = fresh_database(db).await;
+        Self::boot(database_url, dir, Clock::system(), rand::random(), false).await
     }
 
     /// A second server over the same database, clock and master key: another replica, with
@@ -172,6 +180,7 @@ impl TestApp {
             None,
             self.store.clock().clone(),
             self.master_key,
+            self.store.group_commit(),
         )
         .await
     }
@@ -181,11 +190,13 @@ impl TestApp {
         dir: Option<TempDir>,
         clock: Clock,
         master_key: [u8; 32],
+        group_commit: bool,
     ) -> Self {
         let store = Store::connect(&database_url, clock)
             .await
             .expect("store connects")
-            .with_master_key(MasterKey::from_file_contents(&master_key).expect("32 bytes"));
+            .with_master_key(MasterKey::from_file_contents(&master_key).expect("32 bytes"))
+            .with_group_commit(group_commit);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

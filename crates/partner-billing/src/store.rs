@@ -230,7 +230,8 @@ impl Store {
         self
     }
 
-    pub(crate) fn group_commit(&self) -> bool {
+    /// Whether concurrent license requests share transactions.
+    pub fn group_commit(&self) -> bool {
         self.group_commit
     }
 

@@ -11,14 +11,26 @@ use serde_json::{Value, json};
 both_databases!(
     a_group_of_waiting_licenses_answers_each_request,
     sustained_concurrent_writers_never_fail,
+    sustained_concurrent_writers_never_fail_without_group_commit,
     fifty_requests_with_one_key_charge_once,
-    forty_distinct_keys_against_five_units
+    fifty_requests_with_one_key_charge_once_without_group_commit,
+    forty_distinct_keys_against_five_units,
+    forty_distinct_keys_against_five_units_without_group_commit
 );
 
 const LICENSES: &str = "/v1/billing/partner/licenses";
 
 async fn fifty_requests_with_one_key_charge_once(db: Db) {
-    let app = TestApp::spawn(&db).await;
+    fifty_requests_with_one_key_charge_once_on(TestApp::spawn(&db).await).await;
+}
+
+/// The same with one transaction per request (`--group-commit false`).
+async fn fifty_requests_with_one_key_charge_once_without_group_commit(db: Db) {
+    fifty_requests_with_one_key_charge_once_on(TestApp::spawn_without_group_commit(&db).await)
+        .await;
+}
+
+async fn fifty_requests_with_one_key_charge_once_on(app: TestApp) {
     let r = app.reseller().await;
     app.plan("pro").await;
     app.user("alice").await;
@@ -78,7 +90,15 @@ async fn fifty_requests_with_one_key_charge_once(db: Db) {
 }
 
 async fn forty_distinct_keys_against_five_units(db: Db) {
-    let app = TestApp::spawn(&db).await;
+    forty_distinct_keys_against_five_units_on(TestApp::spawn(&db).await).await;
+}
+
+/// The same with one transaction per request (`--group-commit false`).
+async fn forty_distinct_keys_against_five_units_without_group_commit(db: Db) {
+    forty_distinct_keys_against_five_units_on(TestApp::spawn_without_group_commit(&db).await).await;
+}
+
+async fn forty_distinct_keys_against_five_units_on(app: TestApp) {
     let r = app.reseller().await;
     app.plan("pro").await;
     app.user("alice").await;
@@ -116,7 +136,16 @@ async fn forty_distinct_keys_against_five_units(db: Db) {
 /// balance reads mixed): no request fails with a 5xx (on SQLite, no `SQLITE_BUSY` surfacing as a
 /// 500), and every unit is accounted for.
 async fn sustained_concurrent_writers_never_fail(db: Db) {
-    let app = TestApp::spawn(&db).await;
+    sustained_concurrent_writers_never_fail_on(TestApp::spawn(&db).await).await;
+}
+
+/// The same with one transaction per request (`--group-commit false`).
+async fn sustained_concurrent_writers_never_fail_without_group_commit(db: Db) {
+    sustained_concurrent_writers_never_fail_on(TestApp::spawn_without_group_commit(&db).await)
+        .await;
+}
+
+async fn sustained_concurrent_writers_never_fail_on(app: TestApp) {
     let r = app.reseller().await;
     app.plan("pro").await;
     app.user("alice").await;
