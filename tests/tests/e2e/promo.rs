@@ -18,6 +18,7 @@ both_databases!(
     codes_expire_from_recovery_after_72_hours,
     twenty_concurrent_requests_with_one_key,
     no_plaintext_code_in_database_or_log,
+    a_retry_is_answered_without_drawing_codes,
 );
 
 const BATCHES: &str = "/v1/billing/partner/promo-batches";
@@ -470,6 +471,28 @@ async fn a_hash_collision_redraws_the_code(db: Db) {
     assert!(replayed);
     assert_eq!(replay, second);
     assert_eq!(app.balance(&r, "pro").await, Some(10));
+    app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+/// A retry of a stored batch is answered from its record before any code is drawn: with the
+/// draw made to fail, the retry still replays, and the armed failure is left for the next
+/// fresh batch, which it fails without charging.
+async fn a_retry_is_answered_without_drawing_codes(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = setup(&app, 10).await;
+    let body = json!({"planSlug":"pro","count":2,"idempotencyKey":"retry-no-draw-1"});
+    let (status, first, _) = post(&app, &r, &body).await;
+    assert_eq!(status, 200);
+    app.store.inject_fault(FaultPoint::DrawCodes);
+    let (status, replay, replayed) = post(&app, &r, &body).await;
+    assert_eq!((status, replayed), (200, true));
+    assert_eq!(replay, first);
+    let fresh = json!({"planSlug":"pro","count":2,"idempotencyKey":"retry-no-draw-2"});
+    let (status, problem, _) = post(&app, &r, &fresh).await;
+    assert_eq!(status, 500, "the draw failure was still armed: {problem}");
+    assert_eq!(problem["code"], "Reseller.PromoGenerationFailed");
+    assert_eq!(app.balance(&r, "pro").await, Some(8));
     app.assert_audit_clean().await;
     app.stop().await;
 }
