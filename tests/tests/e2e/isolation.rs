@@ -48,6 +48,24 @@ async fn account_state(app: &TestApp, r: &Reseller) -> Vec<String> {
     state
 }
 
+/// Sends `method path` with exactly `headers` and an optional JSON body.
+async fn call(
+    app: &TestApp,
+    method: &Method,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Option<&Value>,
+) -> reqwest::Response {
+    let mut request = app.http.request(method.clone(), app.url(path));
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    request.send().await.unwrap()
+}
+
 /// B's credentials, alone or mixed with A's, on every endpoint, aimed at A's key, A's
 /// idempotency keys, A's batch and A's plan: each answer is 401 or 404 (or, where B acts on
 /// B's own account, that answer), and A's state is unchanged.
@@ -128,14 +146,7 @@ async fn every_endpoint_with_another_accounts_credentials(db: Db) {
     ];
     for (what, headers) in &partner_credentials {
         for (method, path, body) in &partner_calls {
-            let mut request = app.http.request(method.clone(), app.url(path));
-            for (name, value) in headers {
-                request = request.header(*name, value);
-            }
-            if let Some(body) = body {
-                request = request.json(body);
-            }
-            let response = request.send().await.unwrap();
+            let response = call(&app, method, path, headers, body.as_ref()).await;
             assert_eq!(response.status(), 401, "{what} on {method} {path}");
         }
     }
@@ -183,13 +194,8 @@ async fn every_endpoint_with_another_accounts_credentials(db: Db) {
                 format!("/v1/billing/resellers/me/api-keys/{}", a.api_key_id),
             ),
         ] {
-            let response = app
-                .http
-                .request(method.clone(), app.url(&path))
-                .header("Authorization", &panel_credential)
-                .send()
-                .await
-                .unwrap();
+            let headers = [("Authorization", panel_credential.clone())];
+            let response = call(&app, &method, &path, &headers, None).await;
             // API-key-shaped credentials on the panel: 403 PanelSessionRequired (DESIGN §4),
             // before any lookup.
             assert_eq!(response.status(), 403, "{method} {path}");
@@ -256,14 +262,8 @@ async fn every_endpoint_with_another_accounts_credentials(db: Db) {
                 None,
             ),
         ] {
-            let mut request = app
-                .http
-                .request(method.clone(), app.url(path))
-                .header("Authorization", &credential);
-            if let Some(body) = body {
-                request = request.json(&body);
-            }
-            let response = request.send().await.unwrap();
+            let headers = [("Authorization", credential.clone())];
+            let response = call(&app, &method, path, &headers, body.as_ref()).await;
             assert_eq!(response.status(), 401, "{method} {path}");
         }
     }
