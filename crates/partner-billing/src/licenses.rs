@@ -10,7 +10,7 @@ use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{PlanRow, find_plan, find_user};
 use crate::quota::{EntryKind, debit};
-use crate::store::{Store, Tx};
+use crate::store::{FaultPoint, Store, Tx};
 use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
 
 mod group;
@@ -124,6 +124,11 @@ async fn write_license(
         now,
     )
     .await?;
+    if store.fault(FaultPoint::LicenseWrite) {
+        return Err(Error::Internal(
+            "fault injection: license write failed".to_owned(),
+        ));
+    }
     let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
     sqlx::query(
         "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \

@@ -71,6 +71,9 @@ pub enum FaultPoint {
     AfterCodes,
     /// Just before COMMIT.
     BeforeCommit,
+    /// Fails a license's writes after its debit, as a database error would: in a group
+    /// transaction, every request of the group must fail and none commit.
+    LicenseWrite,
     /// Panics in the request handler after drawing the codes, with a message that quotes one
     /// of them: the answer must be a plain 500 and neither the answer nor the log may hold it.
     Panic,

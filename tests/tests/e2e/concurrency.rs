@@ -3,13 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use partner_billing::store::Backend;
+use partner_billing::store::{Backend, FaultPoint};
 use partner_billing_tests::{Db, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 both_databases!(
     a_group_of_waiting_licenses_answers_each_request,
+    a_failure_inside_a_group_fails_every_request_of_it,
     sustained_concurrent_writers_never_fail,
     sustained_concurrent_writers_never_fail_without_group_commit,
     fifty_requests_with_one_key_charge_once,
@@ -321,6 +322,92 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
     assert_eq!(ids.len(), 8);
     assert_eq!(app.balance(&r, "pro").await, Some(2), "10 - 2 earlier - 6");
     assert_eq!(app.balance(&r, "small").await, Some(0));
+    app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+/// A database failure in the middle of a group transaction: every request of the group gets
+/// the retryable 500, nothing of any of them is committed, and each key retried is charged
+/// exactly once.
+async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 20).await;
+    let bodies: Vec<Value> = (0..6)
+        .map(|i| json!({"planSlug":"pro","login":"alice","idempotencyKey":format!("group-fail-{i}")}))
+        .collect();
+    // Use the key once first: its lastUsedUtc write would otherwise wait on the held lock.
+    let used = app
+        .partner(Method::GET, "/v1/billing/partner/balances", &r)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(used.status(), 200);
+    let mut blocker = app.store.begin_write().await.unwrap();
+    if app.store.backend() == Backend::Postgres {
+        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
+            .fetch_all(&mut *blocker)
+            .await
+            .unwrap();
+    }
+    let answers: Vec<_> = bodies
+        .iter()
+        .map(|body| {
+            let request = app.partner(Method::POST, LICENSES, &r).json(body);
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                (
+                    response.status().as_u16(),
+                    response.json::<Value>().await.unwrap(),
+                )
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (waiting, running, _) = app.store.license_group_stats();
+        if waiting + running == bodies.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the requests queue for the group"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Two transactions: the blocked one, and the next for all that queued behind it. One
+    // fault each fails the first write of each; every request of both must fail with it.
+    app.store.inject_fault(FaultPoint::LicenseWrite);
+    app.store.inject_fault(FaultPoint::LicenseWrite);
+    blocker.rollback().await.unwrap();
+    for answer in answers {
+        let (status, body) = answer.await.unwrap();
+        assert_eq!(status, 500, "{body}");
+        assert_eq!(body["code"], "Internal.Error");
+    }
+    let (_, _, transactions) = app.store.license_group_stats();
+    assert_eq!(transactions, 2, "six requests, two group transactions");
+    assert_eq!(
+        app.balance(&r, "pro").await,
+        Some(20),
+        "nothing of a failed group is charged"
+    );
+    for body in &bodies {
+        let retry = app
+            .partner(Method::POST, LICENSES, &r)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(retry.status(), 200);
+    }
+    assert_eq!(
+        app.balance(&r, "pro").await,
+        Some(14),
+        "each key charged once"
+    );
     app.assert_audit_clean().await;
     app.stop().await;
 }
