@@ -52,6 +52,17 @@ enum KeysCommand {
     },
     /// Lists the account's API keys, revoked ones included.
     List,
+    /// Rolls an API key: prints a new key (same name, secret shown this once); the old key keeps
+    /// working for the grace period, then is refused.
+    Roll {
+        /// The key to roll (rsk_…).
+        #[arg(long, value_name = "K", value_parser = args::api_key_id)]
+        api_key_id: ApiKeyId,
+        /// How long the old key keeps working: `0` (stop now), seconds, or a number with `s`,
+        /// `m`, `h` or `d` (`30m`, `1h`, `24h`, `7d`); at most 7 days [default: 24h]
+        #[arg(long, value_name = "DURATION", value_parser = grace_period)]
+        expires_in: Option<i64>,
+    },
     /// Revokes an API key, from the very next request on.
     Revoke {
         /// The key to revoke (rsk_…).
@@ -88,6 +99,28 @@ pub async fn run(base_url: &str, args: KeysArgs, out: Output) -> Result<ExitCode
                 .await
                 .map_err(session_error)?;
             out.emit(&list, || key_table(&list))?;
+        }
+        KeysCommand::Roll {
+            api_key_id,
+            expires_in,
+        } => {
+            let key = panel(base_url, &file)?
+                .roll_api_key(api_key_id.as_str(), expires_in)
+                .await
+                .map_err(session_error)?;
+            eprintln!(
+                "warning: the secret is shown this once and cannot be recovered; store it now, on servers only"
+            );
+            out.emit(&key, || {
+                fields(&[
+                    ("apiKeyId", key.api_key_id.clone()),
+                    ("clientId", key.client_id.clone()),
+                    ("secret", key.secret.clone()),
+                    ("name", opt(key.name.as_deref())),
+                    ("created", utc(key.created_utc)),
+                    ("rolled", api_key_id.to_string()),
+                ])
+            })?;
         }
         KeysCommand::Revoke { api_key_id } => {
             panel(base_url, &file)?
@@ -167,6 +200,7 @@ pub fn key_table(list: &ApiKeyList) -> String {
                 utc(k.created_utc),
                 opt_utc(k.last_used_utc),
                 opt_utc(k.revoked_utc),
+                opt_utc(k.expires_utc),
                 opt(k.name.as_deref()),
             ]
         })
@@ -178,8 +212,63 @@ pub fn key_table(list: &ApiKeyList) -> String {
             "CREATED",
             "LAST_USED",
             "REVOKED",
+            "EXPIRES",
             "NAME",
         ],
         &rows,
     )
+}
+
+/// The longest grace period of a roll, in seconds (7 days), as the server checks it.
+const MAX_GRACE_SECONDS: i64 = 7 * 24 * 60 * 60;
+
+/// `--expires-in`: `0`, plain seconds, or a whole number with `s`, `m`, `h` or `d`.
+fn grace_period(value: &str) -> Result<i64, String> {
+    let invalid = || {
+        format!(
+            "`{value}` is not a duration: use 0, seconds, or a number with s, m, h or d (30m, 1h, 24h, 7d)"
+        )
+    };
+    let (digits, unit) = match value.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => (&value[..at], c),
+        _ => (value, 's'),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    let per_unit = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 60 * 60,
+        'd' => 24 * 60 * 60,
+        _ => return Err(invalid()),
+    };
+    let seconds = digits
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| n.checked_mul(per_unit))
+        .ok_or_else(invalid)?;
+    if seconds > MAX_GRACE_SECONDS {
+        return Err(format!("`{value}` is longer than the 7 days a roll allows"));
+    }
+    Ok(seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grace_period;
+
+    #[test]
+    fn grace_periods() {
+        assert_eq!(grace_period("0"), Ok(0));
+        assert_eq!(grace_period("90"), Ok(90));
+        assert_eq!(grace_period("45s"), Ok(45));
+        assert_eq!(grace_period("30m"), Ok(1800));
+        assert_eq!(grace_period("1h"), Ok(3600));
+        assert_eq!(grace_period("24h"), Ok(86400));
+        assert_eq!(grace_period("7d"), Ok(604_800));
+        for bad in ["", "h", "-1", "1.5h", "2w", "8d", "604801", "1h30m", " 1h"] {
+            assert!(grace_period(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

@@ -155,6 +155,37 @@ impl PanelClient {
         Ok(())
     }
 
+    /// `POST /v1/billing/resellers/me/api-keys/{apiKeyId}/roll`: creates a key with the old
+    /// key's name (its secret is shown this once) and lets the old key work for
+    /// `expires_in_seconds` more (0 to 604800; `None`: the server's default of 86400). After that
+    /// the old key gets [`Error::Unauthorized`] and is listed `expired`. With five active keys:
+    /// [`Error::ApiKeyLimitReached`]; an unknown, revoked or expired key (or another account's):
+    /// [`Error::ApiKeyNotFound`].
+    ///
+    /// Like [`Self::create_api_key`] this write has no idempotency key, so the SDK resends it
+    /// only when the connection could not be opened; after a timeout, [`Self::list_api_keys`]
+    /// tells whether the key was rolled.
+    pub async fn roll_api_key(
+        &self,
+        api_key_id: &str,
+        expires_in_seconds: Option<i64>,
+    ) -> Result<CreatedApiKey> {
+        let body = match expires_in_seconds {
+            Some(seconds) => serde_json::json!({ "expiresInSeconds": seconds }),
+            None => serde_json::json!({}),
+        };
+        let body = Some(body.to_string().into_bytes());
+        let reply = self
+            .send(
+                Method::POST,
+                &["api-keys", api_key_id, "roll"],
+                body,
+                Resend::OnlyIfUnsent,
+            )
+            .await?;
+        reply.json(&self.sensitive())
+    }
+
     /// One call under `/v1/billing/resellers/me`, with the session.
     async fn send(
         &self,

@@ -9,7 +9,8 @@ use partner_billing::accounts;
 use partner_billing::domain::Password;
 use partner_billing::keys;
 use partner_billing::wire::{
-    ApiKeyList, CreateApiKeyRequest, CreatedApiKey, ResellerAccount, Session, SessionRequest,
+    ApiKeyList, CreateApiKeyRequest, CreatedApiKey, ResellerAccount, RollApiKeyRequest, Session,
+    SessionRequest,
 };
 
 use crate::ApiTags;
@@ -48,6 +49,13 @@ pub enum CreateApiKeyResponse {
     /// The new key. Its secret is shown here once and never again.
     #[oai(status = 201)]
     Created(Json<CreatedApiKey>),
+}
+
+#[derive(ApiResponse)]
+pub enum RollApiKeyResponse {
+    /// The new key (same name as the old one). Its secret is shown here once and never again.
+    #[oai(status = 201)]
+    Rolled(Json<CreatedApiKey>),
 }
 
 #[derive(ApiResponse)]
@@ -139,5 +147,38 @@ impl PanelApi {
         let account = auth.verify(&state.store).await?;
         keys::revoke_api_key(&state.store, account.account_id, &api_key_id.0).await?;
         Ok(RevokeApiKeyResponse::Revoked)
+    }
+
+    /// Roll an API key: a new key now, the old one refused after a grace period.
+    ///
+    /// Creates a key with the old key's name and sets the old key's `expiresUtc` to now plus
+    /// `expiresInSeconds` (0 to 604800, default 86400). Until then the old key works and is
+    /// listed `active`; from then on it is refused with the empty 401 and listed `expired`. The
+    /// new key counts toward the five active keys (an expired key does not). Unknown, another
+    /// account's, revoked and expired keys are `404 Reseller.ApiKeyNotFound`.
+    #[oai(
+        path = "/me/api-keys/:apiKeyId/roll",
+        method = "post",
+        operation_id = "rollApiKey"
+    )]
+    async fn roll_api_key(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// The key to roll (`rsk_…`).
+        #[oai(name = "apiKeyId")]
+        api_key_id: Path<String>,
+        /// Optional: `{"expiresInSeconds": N}`; the body may be left out.
+        body: OptionalJsonBody<RollApiKeyRequest>,
+    ) -> ApiResult<RollApiKeyResponse> {
+        let account = auth.verify(&state.store).await?;
+        let key = keys::roll_api_key(
+            &state.store,
+            account.account_id,
+            &api_key_id.0,
+            body.0.expires_in_seconds,
+        )
+        .await?;
+        Ok(RollApiKeyResponse::Rolled(Json(key)))
     }
 }

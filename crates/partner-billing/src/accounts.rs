@@ -104,7 +104,8 @@ pub async fn create_reseller(store: &Store, name: &str, password: Password) -> R
 }
 
 const SUMMARY_SQL: &str = "SELECT a.client_id, a.name, a.standing, a.created_utc, \
-     (SELECT COUNT(*) FROM api_keys k WHERE k.account_id = a.id AND k.status = 'active') AS active_keys \
+     (SELECT COUNT(*) FROM api_keys k WHERE k.account_id = a.id AND k.status = 'active' \
+         AND (k.expires_utc IS NULL OR k.expires_utc > $1)) AS active_keys \
      FROM accounts a";
 
 fn summary_from_row(row: &sqlx::any::AnyRow) -> Result<ResellerSummary> {
@@ -119,13 +120,17 @@ fn summary_from_row(row: &sqlx::any::AnyRow) -> Result<ResellerSummary> {
 
 pub async fn list_resellers(store: &Store) -> Result<Vec<ResellerSummary>> {
     let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} ORDER BY a.created_utc, a.id"));
-    let rows = sqlx::query(sql).fetch_all(store.pool()).await?;
+    let rows = sqlx::query(sql)
+        .bind(store.now_utc())
+        .fetch_all(store.pool())
+        .await?;
     rows.iter().map(summary_from_row).collect()
 }
 
 pub async fn show_reseller(store: &Store, client_id: &ClientId) -> Result<ResellerSummary> {
-    let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} WHERE a.client_id = $1"));
+    let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} WHERE a.client_id = $2"));
     let row = sqlx::query(sql)
+        .bind(store.now_utc())
         .bind(client_id.as_str())
         .fetch_optional(store.pool())
         .await?

@@ -1,12 +1,28 @@
-//! API keys: create (at most five active), list, revoke, and verify credentials.
+//! API keys: create (at most five active), list, revoke, roll with a grace period, and verify
+//! credentials.
+//!
+//! A key is active while its stored status is `active` and its `expires_utc` (set by a roll) is
+//! null or still ahead; from `expires_utc` on it is expired: refused like a revoked key, listed
+//! `expired`, and no longer counted toward the five. Expiry is read from the database on every
+//! request, so it acts on every replica at the same second.
 
 use sqlx::Row;
 use subtle::ConstantTimeEq;
 
-use crate::domain::{ApiKeyId, ClientId, Secret, SecretKind, parse_key_name};
+use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
-use crate::store::{Backend, Store};
+use crate::store::{Backend, Store, Tx};
 use crate::wire::{ApiKeyInfo, ApiKeyList, CreatedApiKey};
+
+/// SQL condition (on table alias `k`) for a key that authenticates at `$now`: the bind named
+/// in the caller. Kept in one place so listing, counting and authentication agree.
+const ACTIVE_AT: &str = "k.status = 'active' AND (k.expires_utc IS NULL OR k.expires_utc > $1)";
+
+/// The longest grace period a roll may give the old key: seven days.
+pub const MAX_ROLL_GRACE_SECONDS: i64 = 7 * 24 * 60 * 60;
+
+/// The grace period of a roll that names none: one day.
+pub const DEFAULT_ROLL_GRACE_SECONDS: i64 = 24 * 60 * 60;
 
 /// At most this many keys may be active under one client id.
 pub const MAX_ACTIVE_KEYS: i64 = 5;
@@ -23,29 +39,114 @@ pub async fn create_api_key(
     name: Option<&str>,
 ) -> Result<CreatedApiKey> {
     let name = parse_key_name(name)?;
-    let secret = Secret::generate(SecretKind::ApiKey);
-    let api_key_id = ApiKeyId::generate();
     let now = store.now_utc();
-
     let mut tx = store.begin_write().await?;
+    let client_id = lock_account(store, &mut tx, account_id).await?;
+    let created = insert_key(&mut tx, account_id, client_id, name, now).await?;
+    tx.commit().await?;
+    tracing::info!(client_id = %created.client_id, api_key_id = %created.api_key_id, "API key created");
+    Ok(created)
+}
+
+/// `expiresInSeconds` of a roll: 0 to [`MAX_ROLL_GRACE_SECONDS`], [`DEFAULT_ROLL_GRACE_SECONDS`]
+/// when left out.
+pub fn parse_roll_grace(value: Option<i64>) -> std::result::Result<i64, InvalidField> {
+    match value {
+        None => Ok(DEFAULT_ROLL_GRACE_SECONDS),
+        Some(seconds) if (0..=MAX_ROLL_GRACE_SECONDS).contains(&seconds) => Ok(seconds),
+        Some(_) => Err(InvalidField::new(
+            "expiresInSeconds",
+            "must be a whole number of seconds from 0 to 604800 (7 days)",
+        )),
+    }
+}
+
+/// Rolls an active key of this account: creates a new key with the same name (its secret is in
+/// the result and nowhere else) and lets the old key work for `expires_in_seconds` more (see
+/// [`parse_roll_grace`]). Rolling a key that is already in its grace period never lengthens it.
+/// An unknown key, another account's, a revoked or an expired one is
+/// [`Error::ApiKeyNotFound`]; with five active keys it is [`Error::ApiKeyLimitReached`]. Either
+/// way nothing changes: the check, the new key and the old key's expiry are one transaction
+/// under the account's lock.
+pub async fn roll_api_key(
+    store: &Store,
+    account_id: i64,
+    api_key_id: &str,
+    expires_in_seconds: Option<i64>,
+) -> Result<CreatedApiKey> {
+    let grace = parse_roll_grace(expires_in_seconds)?;
+    let now = store.now_utc();
+    let mut tx = store.begin_write().await?;
+    let client_id = lock_account(store, &mut tx, account_id).await?;
+    let old = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT k.id, k.name, k.expires_utc FROM api_keys k \
+         WHERE {ACTIVE_AT} AND k.api_key_id = $2 AND k.account_id = $3"
+    )))
+    .bind(now)
+    .bind(api_key_id)
+    .bind(account_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::ApiKeyNotFound)?;
+    let old_row: i64 = old.try_get("id")?;
+    let name: Option<String> = old.try_get("name")?;
+    let old_expiry: Option<i64> = old.try_get("expires_utc")?;
+    let expires_utc = old_expiry.map_or(now + grace, |t| t.min(now + grace));
+    let created = insert_key(&mut tx, account_id, client_id, name, now).await?;
+    sqlx::query("UPDATE api_keys SET expires_utc = $1 WHERE id = $2")
+        .bind(expires_utc)
+        .bind(old_row)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(
+        client_id = %created.client_id,
+        api_key_id = %api_key_id,
+        new_api_key_id = %created.api_key_id,
+        expires_utc,
+        "API key rolled"
+    );
+    Ok(created)
+}
+
+/// Takes the account's write lock and returns its client id.
+async fn lock_account(
+    store: &Store,
+    tx: &mut Tx,
+    account_id: i64,
+) -> Result<String> {
     let lock_sql = match store.backend() {
         // SQLite's BEGIN IMMEDIATE already serialises writers.
         Backend::Sqlite => "SELECT client_id FROM accounts WHERE id = $1",
         Backend::Postgres => "SELECT client_id FROM accounts WHERE id = $1 FOR UPDATE",
     };
-    let client_id: String = sqlx::query_scalar(lock_sql)
+    Ok(sqlx::query_scalar(lock_sql)
         .bind(account_id)
-        .fetch_one(&mut *tx)
-        .await?;
-    let active: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM api_keys WHERE account_id = $1 AND status = 'active'",
-    )
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Inserts a new key unless the account already has five active ones at `now`. The caller
+/// holds the account's lock, so concurrent creations cannot pass five.
+async fn insert_key(
+    tx: &mut Tx,
+    account_id: i64,
+    client_id: String,
+    name: Option<String>,
+    now: i64,
+) -> Result<CreatedApiKey> {
+    let active: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM api_keys k WHERE {ACTIVE_AT} AND k.account_id = $2"
+    )))
+    .bind(now)
     .bind(account_id)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
     if active >= MAX_ACTIVE_KEYS {
         return Err(Error::ApiKeyLimitReached);
     }
+    let secret = Secret::generate(SecretKind::ApiKey);
+    let api_key_id = ApiKeyId::generate();
     sqlx::query(
         "INSERT INTO api_keys (api_key_id, account_id, name, secret_hash, status, created_utc) \
          VALUES ($1, $2, $3, $4, 'active', $5)",
@@ -55,10 +156,8 @@ pub async fn create_api_key(
     .bind(name.as_deref())
     .bind(secret.hash())
     .bind(now)
-    .execute(&mut *tx)
+    .execute(&mut **tx)
     .await?;
-    tx.commit().await?;
-    tracing::info!(client_id = %client_id, api_key_id = %api_key_id, "API key created");
     Ok(CreatedApiKey {
         api_key_id: api_key_id.to_string(),
         client_id,
@@ -71,19 +170,24 @@ pub async fn create_api_key(
 /// Every key of the account, oldest first.
 pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList> {
     let rows = sqlx::query(
-        "SELECT api_key_id, name, status, created_utc, last_used_utc, revoked_utc \
+        "SELECT api_key_id, name, status, created_utc, last_used_utc, revoked_utc, expires_utc \
          FROM api_keys WHERE account_id = $1 ORDER BY created_utc, id",
     )
     .bind(account_id)
     .fetch_all(store.pool())
     .await?;
+    let now = store.now_utc();
     let api_keys = rows
         .iter()
         .map(|row| {
+            let status: String = row.try_get("status")?;
+            let expires_utc: Option<i64> = row.try_get("expires_utc")?;
+            let expired = status == "active" && expires_utc.is_some_and(|t| t <= now);
             Ok(ApiKeyInfo {
                 api_key_id: row.try_get("api_key_id")?,
                 name: row.try_get("name")?,
-                status: row.try_get("status")?,
+                status: if expired { "expired".to_owned() } else { status },
+                expires_utc,
                 created_utc: row.try_get("created_utc")?,
                 last_used_utc: row.try_get("last_used_utc")?,
                 revoked_utc: row.try_get("revoked_utc")?,
@@ -129,11 +233,12 @@ pub async fn authenticate_api_key(
     client_id: &str,
     secret: &Secret,
 ) -> Result<PartnerAccount> {
-    let row = sqlx::query(
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id \
          FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-         WHERE k.secret_hash = $1 AND k.status = 'active' AND a.standing = 'good'",
-    )
+         WHERE k.secret_hash = $2 AND {ACTIVE_AT} AND a.standing = 'good'"
+    )))
+    .bind(store.now_utc())
     .bind(secret.hash())
     .fetch_optional(store.pool())
     .await?;

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 use poem_openapi::Object;
 
 mod product;
+mod roll;
+
+pub use roll::RollApiKeyRequest;
 
 pub use product::{
     EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicense,
@@ -257,7 +260,7 @@ pub struct ApiKeyInfo {
     pub api_key_id: String,
     /// The label given at creation.
     pub name: Option<String>,
-    /// `active` or `revoked`.
+    /// `active`, `revoked`, or `expired` (rolled, and its grace period is over).
     pub status: String,
     /// When the key was created (Unix seconds, UTC).
     pub created_utc: i64,
@@ -265,6 +268,8 @@ pub struct ApiKeyInfo {
     pub last_used_utc: Option<i64>,
     /// When the key was revoked; null while active.
     pub revoked_utc: Option<i64>,
+    /// When a rolled key stops working (Unix seconds, UTC); null for a key never rolled.
+    pub expires_utc: Option<i64>,
 }
 
 /// `GET /v1/billing/resellers/me/api-keys`.
