@@ -110,11 +110,7 @@ pub async fn roll_api_key(
 }
 
 /// Takes the account's write lock and returns its client id.
-async fn lock_account(
-    store: &Store,
-    tx: &mut Tx,
-    account_id: i64,
-) -> Result<String> {
+async fn lock_account(store: &Store, tx: &mut Tx, account_id: i64) -> Result<String> {
     let lock_sql = match store.backend() {
         // SQLite's BEGIN IMMEDIATE already serialises writers.
         Backend::Sqlite => "SELECT client_id FROM accounts WHERE id = $1",
@@ -186,7 +182,11 @@ pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList>
             Ok(ApiKeyInfo {
                 api_key_id: row.try_get("api_key_id")?,
                 name: row.try_get("name")?,
-                status: if expired { "expired".to_owned() } else { status },
+                status: if expired {
+                    "expired".to_owned()
+                } else {
+                    status
+                },
                 expires_utc,
                 created_utc: row.try_get("created_utc")?,
                 last_used_utc: row.try_get("last_used_utc")?,

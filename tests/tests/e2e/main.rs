@@ -9,6 +9,7 @@ mod contract;
 mod crash;
 mod hygiene;
 mod isolation;
+mod key_roll;
 mod keys;
 mod licenses;
 mod outage;
