@@ -159,9 +159,7 @@ impl Error {
             ErrorCode::ApiKeyLimitReached => Self::ApiKeyLimitReached { problem },
             ErrorCode::ApiKeyNotFound => Self::ApiKeyNotFound { problem },
             ErrorCode::WebhookEndpointNotFound => Self::WebhookEndpointNotFound { problem },
-            ErrorCode::WebhookEndpointLimitReached => {
-                Self::WebhookEndpointLimitReached { problem }
-            }
+            ErrorCode::WebhookEndpointLimitReached => Self::WebhookEndpointLimitReached { problem },
             ErrorCode::PromoCodesExpired => Self::PromoCodesExpired { problem },
             ErrorCode::PromoGenerationFailed => Self::PromoGenerationFailed { problem },
             ErrorCode::CodeNotFound => Self::CodeNotFound { problem },

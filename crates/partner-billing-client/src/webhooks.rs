@@ -5,8 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use partner_billing::webhook_signature::{self, DEFAULT_TOLERANCE_SECONDS};
 use partner_billing::wire::{
-    CreatedWebhookEndpoint, LowBalanceAlert, WebhookDeliveryList, WebhookEndpointList,
-    WebhookEvent,
+    CreatedWebhookEndpoint, LowBalanceAlert, WebhookDeliveryList, WebhookEndpointList, WebhookEvent,
 };
 use reqwest::Method;
 use reqwest::header::HeaderMap;
@@ -85,7 +84,10 @@ impl PanelClient {
 
     /// `GET /v1/billing/resellers/me/webhook-endpoints/{id}/deliveries`: the last 100 attempts,
     /// newest first.
-    pub async fn webhook_deliveries(&self, webhook_endpoint_id: &str) -> Result<WebhookDeliveryList> {
+    pub async fn webhook_deliveries(
+        &self,
+        webhook_endpoint_id: &str,
+    ) -> Result<WebhookDeliveryList> {
         let reply = self
             .send(
                 Method::GET,
@@ -171,9 +173,8 @@ mod tests {
         let key = webhook_signature::secret_bytes(secret).unwrap();
         let body = br#"{"eventId":"evt_1","type":"webhook.test","createdUtc":1,"data":{}}"#;
         let signature = webhook_signature::sign(&key, "evt_1", 1000, body);
-        let event =
-            verify_webhook_at(secret, &headers("evt_1", 1000, &signature), body, 1100, 300)
-                .unwrap();
+        let event = verify_webhook_at(secret, &headers("evt_1", 1000, &signature), body, 1100, 300)
+            .unwrap();
         assert_eq!(event.event_type, "webhook.test");
         assert_eq!(
             verify_webhook_at(secret, &headers("evt_2", 1000, &signature), body, 1100, 300),

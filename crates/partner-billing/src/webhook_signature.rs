@@ -104,10 +104,7 @@ mod tests {
         let id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
         let body = br#"{"test": 2432232314}"#;
         let signature = sign(&secret_bytes(secret).unwrap(), id, 1614265330, body);
-        assert_eq!(
-            signature,
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
+        assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
         assert_eq!(
             verify(
                 secret,

@@ -83,7 +83,10 @@ fn validation(field: &'static str, message: impl Into<String>) -> Error {
 /// The event types of a request: at least one, each known, no duplicates kept.
 fn parse_event_types(types: &[String]) -> Result<Vec<String>> {
     if types.is_empty() {
-        return Err(validation("eventTypes", "must name at least one event type"));
+        return Err(validation(
+            "eventTypes",
+            "must name at least one event type",
+        ));
     }
     let mut parsed: Vec<String> = Vec::new();
     for t in types {

@@ -18,3 +18,4 @@ mod redemption;
 mod redemption_limits;
 mod replicas;
 mod startup;
+mod webhooks;

@@ -84,10 +84,10 @@ pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
     };
     let mut tx = store.begin_write().await?;
     let rows = sqlx::query(sql)
-    .bind(now)
-    .bind(limit)
-    .fetch_all(&mut *tx)
-    .await?;
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
     let key = store.master_key()?;
     let mut leased = Vec::with_capacity(rows.len());
     for row in &rows {
