@@ -40,7 +40,12 @@ enum WebhooksCommand {
         #[arg(long, value_name = "URL")]
         url: String,
         /// An event type to send (repeat, or separate with commas), e.g. license.issued.
-        #[arg(long = "event", value_name = "TYPE", value_delimiter = ',', required = true)]
+        #[arg(
+            long = "event",
+            value_name = "TYPE",
+            value_delimiter = ',',
+            required = true
+        )]
         events: Vec<String>,
         /// A label for the endpoint.
         #[arg(long, value_name = "TEXT")]
@@ -121,10 +126,7 @@ pub async fn run(base_url: &str, args: WebhooksArgs, out: Output) -> Result<Exit
             })?;
         }
         WebhooksCommand::Deliveries { id } => {
-            let list = panel
-                .webhook_deliveries(&id)
-                .await
-                .map_err(session_error)?;
+            let list = panel.webhook_deliveries(&id).await.map_err(session_error)?;
             out.emit(&list, || delivery_table(&list))?;
         }
     }
@@ -202,7 +204,14 @@ fn endpoint_table(list: &WebhookEndpointList) -> String {
         })
         .collect();
     table(
-        &["WEBHOOK_ENDPOINT_ID", "STATUS", "EVENTS", "CREATED", "URL", "DESCRIPTION"],
+        &[
+            "WEBHOOK_ENDPOINT_ID",
+            "STATUS",
+            "EVENTS",
+            "CREATED",
+            "URL",
+            "DESCRIPTION",
+        ],
         &rows,
     )
 }
@@ -217,14 +226,23 @@ fn delivery_table(list: &WebhookDeliveryList) -> String {
                 d.event_id.clone(),
                 d.event_type.clone(),
                 d.attempt.to_string(),
-                d.status_code.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                d.status_code
+                    .map_or_else(|| "-".to_owned(), |s| s.to_string()),
                 opt(d.error.as_deref()),
                 opt_utc(d.next_attempt_utc),
             ]
         })
         .collect();
     table(
-        &["ATTEMPTED", "EVENT_ID", "TYPE", "ATTEMPT", "STATUS", "ERROR", "NEXT_ATTEMPT"],
+        &[
+            "ATTEMPTED",
+            "EVENT_ID",
+            "TYPE",
+            "ATTEMPT",
+            "STATUS",
+            "ERROR",
+            "NEXT_ATTEMPT",
+        ],
         &rows,
     )
 }
