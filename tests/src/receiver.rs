@@ -139,13 +139,13 @@ impl Receiver {
             .clone()
     }
 
-    /// Waits (up to 30 s) until `check` holds for what was received; panics with `what`.
+    /// Waits (up to 60 s) until `check` holds for what was received; panics with `what`.
     pub async fn wait_until(
         &self,
         what: &str,
         check: impl Fn(&[Received]) -> bool,
     ) -> Vec<Received> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let received = self.received();
             if check(&received) {
@@ -175,13 +175,13 @@ impl Drop for Receiver {
     }
 }
 
-/// Polls `check` every 20 ms until it returns `Some`, for up to 30 s.
+/// Polls `check` every 20 ms until it returns `Some`, for up to 60 s (a lease left by a killed process runs out after 20 s).
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(value) = check().await {
             return value;

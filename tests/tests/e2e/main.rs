@@ -18,4 +18,5 @@ mod redemption;
 mod redemption_limits;
 mod replicas;
 mod startup;
+mod webhook_reliability;
 mod webhooks;

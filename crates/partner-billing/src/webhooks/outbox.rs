@@ -12,8 +12,8 @@ use sqlx::Row;
 use crate::error::{Error, Result};
 use crate::store::{Backend, Store};
 
-/// How long a picked message is reserved for its worker: the 10 s request timeout plus slack.
-pub const LEASE_SECONDS: i64 = 30;
+/// How long a picked message is reserved for its worker: the 10 s request timeout plus slack for recording the outcome.
+pub const LEASE_SECONDS: i64 = 20;
 
 /// A message leased for one attempt.
 pub struct DueMessage {
