@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
 use partner_billing::store::Store;
 use partner_billing::webhook_signature;
 use partner_billing::webhooks::outbox::{self, AttemptOutcome, DueMessage};
@@ -26,10 +28,19 @@ const CONCURRENT_SENDS: usize = 32;
 /// The receiver's time to answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Attempts recorded in one transaction at most.
+const RECORD_BATCH: usize = 64;
+
+/// A finished attempt on its way to be recorded, holding its send slot until then.
+type Finished = (DueMessage, AttemptOutcome, OwnedSemaphorePermit);
+
 /// Runs until aborted (at shutdown). An abort mid-send leaves the message leased; another
 /// worker sends it again when the lease runs out.
 pub(crate) async fn run(store: Store) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_SENDS));
+    let permits = Arc::new(Semaphore::new(CONCURRENT_SENDS));
+    let (finished, to_record) = mpsc::unbounded_channel::<Finished>();
+    let recorder = tokio::spawn(record(store.clone(), to_record));
+    let _recorder = AbortOnDrop(recorder);
     loop {
         let free = permits.available_permits();
         let leased = if free == 0 {
@@ -49,9 +60,11 @@ pub(crate) async fn run(store: Store) {
                 return;
             };
             let store = store.clone();
+            let finished = finished.clone();
             tokio::spawn(async move {
-                deliver(&store, &message).await;
-                drop(permit);
+                let outcome = send(&store, &message).await;
+                log_outcome(&message, &outcome);
+                let _ = finished.send((message, outcome, permit));
             });
         }
         if found {
@@ -64,10 +77,39 @@ pub(crate) async fn run(store: Store) {
     }
 }
 
-/// One attempt: send, then record it.
-async fn deliver(store: &Store, message: &DueMessage) {
-    let outcome = send(store, message).await;
-    match &outcome {
+/// Aborts the recorder when the worker is aborted.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Records finished attempts, everything that finished meanwhile in one transaction; the
+/// send slots are freed once their attempts are recorded.
+async fn record(store: Store, mut to_record: mpsc::UnboundedReceiver<Finished>) {
+    while let Some(first) = to_record.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < RECORD_BATCH {
+            match to_record.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let attempts: Vec<(&DueMessage, &AttemptOutcome)> =
+            batch.iter().map(|(m, o, _)| (m, o)).collect();
+        if let Err(err) = outbox::record_attempts(&store, &attempts).await {
+            // The leases run out and the messages are sent again: at least once.
+            tracing::warn!(attempts = batch.len(), error = %err, "could not record webhook attempts");
+        }
+        drop(batch);
+        store.wake_webhook_worker();
+    }
+}
+
+fn log_outcome(message: &DueMessage, outcome: &AttemptOutcome) {
+    match outcome {
         AttemptOutcome::Answered(status) => tracing::info!(
             event_id = %message.event_id,
             attempt = message.attempt,
@@ -81,11 +123,22 @@ async fn deliver(store: &Store, message: &DueMessage) {
             "webhook attempt got no answer"
         ),
     }
-    if let Err(err) = outbox::record_attempt(store, message, &outcome).await {
-        // The lease runs out and the message is sent again: at least once.
-        tracing::warn!(event_id = %message.event_id, error = %err, "could not record a webhook attempt");
-    }
-    store.wake_webhook_worker();
+}
+
+/// How every webhook request is made: no redirects, 10 s timeout, our user agent.
+fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(REQUEST_TIMEOUT)
+        .user_agent(concat!("partner-billing/", env!("CARGO_PKG_VERSION")))
+}
+
+/// The client for URLs whose host is an IP address.
+fn shared_client() -> Option<&'static reqwest::Client> {
+    static CLIENT: std::sync::OnceLock<Option<reqwest::Client>> = std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| client_builder().build().ok())
+        .as_ref()
 }
 
 async fn send(store: &Store, message: &DueMessage) -> AttemptOutcome {
@@ -94,15 +147,19 @@ async fn send(store: &Store, message: &DueMessage) -> AttemptOutcome {
         Ok(checked) => checked,
         Err(refused) => return AttemptOutcome::NoAnswer(format!("URL refused: {refused}")),
     };
-    let client = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(REQUEST_TIMEOUT)
-        .user_agent(concat!("partner-billing/", env!("CARGO_PKG_VERSION")))
-        .resolve_to_addrs(&checked.host, &checked.addresses)
-        .build()
-    {
-        Ok(client) => client,
-        Err(_) => return AttemptOutcome::NoAnswer("HTTP client unavailable".to_owned()),
+    // An IP literal needs no resolution: the shared client (and its connection pool) connects
+    // to exactly the checked address. A host name gets a client pinned to the addresses just
+    // checked, so a second DNS answer can never be used.
+    let client = if checked.url.domain().is_none() {
+        shared_client().cloned()
+    } else {
+        client_builder()
+            .resolve_to_addrs(&checked.host, &checked.addresses)
+            .build()
+            .ok()
+    };
+    let Some(client) = client else {
+        return AttemptOutcome::NoAnswer("HTTP client unavailable".to_owned());
     };
     let timestamp = store.now_utc();
     let signature = webhook_signature::sign(

@@ -326,3 +326,31 @@ pub async fn set_low_balance_alert(
         low_balance_threshold: threshold,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_schedules_parse() {
+        assert_eq!(
+            parse_backoff("5s,5m, 2h,1d").unwrap(),
+            [5, 300, 7200, 86_400].map(Duration::from_secs)
+        );
+        assert_eq!(WebhookSettings::default().backoff.len(), 7);
+        for bad in ["", "5", "s", "5x", "5s,,5s", "-1s"] {
+            assert!(parse_backoff(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn event_types_are_checked_and_deduplicated() {
+        let types = |t: &[&str]| t.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_event_types(&types(&["balance.low", "balance.low", "webhook.test"])).unwrap(),
+            types(&["balance.low", "webhook.test"])
+        );
+        assert!(parse_event_types(&[]).is_err());
+        assert!(parse_event_types(&types(&["balance.*"])).is_err());
+    }
+}

@@ -47,12 +47,14 @@ pub enum AttemptOutcome {
     NoAnswer(String),
 }
 
-/// Whether any message is due (a cheap read, so an idle worker takes no write lock).
+/// Whether any message of an enabled endpoint is due (a cheap read, so an idle worker takes no
+/// write lock; messages of deleted or disabled endpoints are never sent).
 pub async fn any_due(store: &Store) -> Result<bool> {
     let now = store.now_utc();
     let due: Option<i64> = sqlx::query_scalar(
-        "SELECT id FROM webhook_messages WHERE status = 'pending' AND next_attempt_utc <= $1 \
-         AND (lease_until_utc IS NULL OR lease_until_utc <= $1) LIMIT 1",
+        "SELECT m.id FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
+         WHERE m.status = 'pending' AND m.next_attempt_utc <= $1 \
+         AND (m.lease_until_utc IS NULL OR m.lease_until_utc <= $1) AND e.status = 'enabled' LIMIT 1",
     )
     .bind(now)
     .fetch_optional(store.pool())
@@ -129,62 +131,78 @@ pub async fn record_attempt(
     message: &DueMessage,
     outcome: &AttemptOutcome,
 ) -> Result<()> {
+    record_attempts(store, &[(message, outcome)]).await
+}
+
+/// [`record_attempt`] for several attempts in one transaction (the worker batches what finished
+/// together: one commit instead of one per attempt).
+pub async fn record_attempts(
+    store: &Store,
+    attempts: &[(&DueMessage, &AttemptOutcome)],
+) -> Result<()> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
     let now = store.now_utc();
-    let (status_code, error) = match outcome {
-        AttemptOutcome::Answered(status) => (Some(i64::from(*status)), None),
-        AttemptOutcome::NoAnswer(reason) => (None, Some(reason.as_str())),
-    };
-    let delivered = status_code.is_some_and(|s| (200..300).contains(&s));
-    let gone = status_code == Some(410);
     let backoff = &store.webhook_settings().backoff;
-    let next_attempt_utc = if delivered || gone {
-        None
-    } else {
-        usize::try_from(message.attempt - 1)
-            .ok()
-            .and_then(|i| backoff.get(i))
-            .map(|delay| now + i64::try_from(delay.as_secs()).unwrap_or(i64::MAX / 2))
-    };
-    let status = match (delivered, next_attempt_utc) {
-        (true, _) => "delivered",
-        (false, Some(_)) => "pending",
-        (false, None) => "failed",
-    };
     let mut tx = store.begin_write().await?;
-    sqlx::query(
-        "INSERT INTO webhook_attempts (message_row_id, endpoint_row_id, attempt, status_code, error, attempted_utc, next_attempt_utc) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(message.message_row_id)
-    .bind(message.endpoint_row_id)
-    .bind(message.attempt)
-    .bind(status_code)
-    .bind(error)
-    .bind(now)
-    .bind(next_attempt_utc)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE webhook_messages SET status = $1, attempts = $2, next_attempt_utc = $3, lease_until_utc = NULL \
-         WHERE id = $4",
-    )
-    .bind(status)
-    .bind(message.attempt)
-    .bind(next_attempt_utc)
-    .bind(message.message_row_id)
-    .execute(&mut *tx)
-    .await?;
-    if gone {
+    let mut gone_events = Vec::new();
+    for (message, outcome) in attempts {
+        let (status_code, error) = match outcome {
+            AttemptOutcome::Answered(status) => (Some(i64::from(*status)), None),
+            AttemptOutcome::NoAnswer(reason) => (None, Some(reason.as_str())),
+        };
+        let delivered = status_code.is_some_and(|s| (200..300).contains(&s));
+        let gone = status_code == Some(410);
+        let next_attempt_utc = if delivered || gone {
+            None
+        } else {
+            usize::try_from(message.attempt - 1)
+                .ok()
+                .and_then(|i| backoff.get(i))
+                .map(|delay| now + i64::try_from(delay.as_secs()).unwrap_or(i64::MAX / 2))
+        };
+        let status = match (delivered, next_attempt_utc) {
+            (true, _) => "delivered",
+            (false, Some(_)) => "pending",
+            (false, None) => "failed",
+        };
         sqlx::query(
-            "UPDATE webhook_endpoints SET status = 'disabled' WHERE id = $1 AND status = 'enabled'",
+            "INSERT INTO webhook_attempts (message_row_id, endpoint_row_id, attempt, status_code, error, attempted_utc, next_attempt_utc) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
+        .bind(message.message_row_id)
         .bind(message.endpoint_row_id)
+        .bind(message.attempt)
+        .bind(status_code)
+        .bind(error)
+        .bind(now)
+        .bind(next_attempt_utc)
         .execute(&mut *tx)
         .await?;
+        sqlx::query(
+            "UPDATE webhook_messages SET status = $1, attempts = $2, next_attempt_utc = $3, lease_until_utc = NULL \
+             WHERE id = $4",
+        )
+        .bind(status)
+        .bind(message.attempt)
+        .bind(next_attempt_utc)
+        .bind(message.message_row_id)
+        .execute(&mut *tx)
+        .await?;
+        if gone {
+            sqlx::query(
+                "UPDATE webhook_endpoints SET status = 'disabled' WHERE id = $1 AND status = 'enabled'",
+            )
+            .bind(message.endpoint_row_id)
+            .execute(&mut *tx)
+            .await?;
+            gone_events.push(message.event_id.as_str());
+        }
     }
     tx.commit().await?;
-    if gone {
-        tracing::warn!(event_id = %message.event_id, "webhook endpoint answered 410 Gone: disabled");
+    for event_id in gone_events {
+        tracing::warn!(event_id = %event_id, "webhook endpoint answered 410 Gone: disabled");
     }
     Ok(())
 }
