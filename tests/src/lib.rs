@@ -4,6 +4,7 @@
 pub mod logs;
 pub mod process;
 pub mod product;
+pub mod receiver;
 
 use std::path::PathBuf;
 
@@ -196,7 +197,8 @@ impl TestApp {
             .await
             .expect("store connects")
             .with_master_key(MasterKey::from_file_contents(&master_key).expect("32 bytes"))
-            .with_group_commit(group_commit);
+            .with_group_commit(group_commit)
+            .with_webhook_settings(receiver::test_webhook_settings());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -173,13 +173,13 @@ async fn login(
 }
 
 /// A panel client on the stored session.
-fn panel(base_url: &str, file: &SessionFile) -> Result<PanelClient> {
+pub(crate) fn panel(base_url: &str, file: &SessionFile) -> Result<PanelClient> {
     let token = file.token()?;
     Ok(PanelClient::with_session_token(base_url, token)?)
 }
 
 /// A rejected session says how to get a new one.
-fn session_error(err: ApiError) -> anyhow::Error {
+pub(crate) fn session_error(err: ApiError) -> anyhow::Error {
     match err {
         ApiError::Unauthorized => anyhow!(
             "unauthorized: the panel session is expired, revoked or invalid; run `partner-billing keys login`"

@@ -15,6 +15,7 @@ mod partner;
 mod product;
 mod promo;
 mod session;
+mod webhooks;
 
 use std::process::ExitCode;
 
@@ -58,6 +59,10 @@ enum Command {
     Promo(promo::PromoArgs),
     /// Manages the account's API keys through a reseller panel session.
     Keys(keys::KeysArgs),
+    /// Manages webhook endpoints through a reseller panel session.
+    Webhooks(webhooks::WebhooksArgs),
+    /// Sets low-balance alerts through a reseller panel session.
+    Alerts(webhooks::AlertsArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +96,14 @@ fn main() -> ExitCode {
             Command::Keys(args) => {
                 let base_url = args.remote.resolve(cli.base_url);
                 keys::run(&base_url, args, out).await
+            }
+            Command::Webhooks(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                webhooks::run(&base_url, args, out).await
+            }
+            Command::Alerts(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                webhooks::run_alerts(&base_url, args, out).await
             }
         }
     });

@@ -62,6 +62,12 @@ pub enum Error {
     /// `404 Reseller.ApiKeyNotFound`: no such key on this account.
     #[error("Reseller.ApiKeyNotFound: {}", problem.detail)]
     ApiKeyNotFound { problem: Box<Problem> },
+    /// `404 Reseller.WebhookEndpointNotFound`: no such webhook endpoint on this account.
+    #[error("Reseller.WebhookEndpointNotFound: {}", problem.detail)]
+    WebhookEndpointNotFound { problem: Box<Problem> },
+    /// `409 Reseller.WebhookEndpointLimitReached`: the account already has five endpoints.
+    #[error("Reseller.WebhookEndpointLimitReached: {}", problem.detail)]
+    WebhookEndpointLimitReached { problem: Box<Problem> },
     /// `410 Reseller.PromoCodesExpired`: a batch retried after its recovery window (about 72
     /// hours); its plaintext codes are gone for good while its quota stays spent. The batch is
     /// named by `problem.order_public_id` and `problem.batch_id`. Nothing was charged again.
@@ -152,6 +158,8 @@ impl Error {
             },
             ErrorCode::ApiKeyLimitReached => Self::ApiKeyLimitReached { problem },
             ErrorCode::ApiKeyNotFound => Self::ApiKeyNotFound { problem },
+            ErrorCode::WebhookEndpointNotFound => Self::WebhookEndpointNotFound { problem },
+            ErrorCode::WebhookEndpointLimitReached => Self::WebhookEndpointLimitReached { problem },
             ErrorCode::PromoCodesExpired => Self::PromoCodesExpired { problem },
             ErrorCode::PromoGenerationFailed => Self::PromoGenerationFailed { problem },
             ErrorCode::CodeNotFound => Self::CodeNotFound { problem },
@@ -185,6 +193,8 @@ impl Error {
             Self::RequestInProgress { .. } => ErrorCode::RequestInProgress,
             Self::ApiKeyLimitReached { .. } => ErrorCode::ApiKeyLimitReached,
             Self::ApiKeyNotFound { .. } => ErrorCode::ApiKeyNotFound,
+            Self::WebhookEndpointNotFound { .. } => ErrorCode::WebhookEndpointNotFound,
+            Self::WebhookEndpointLimitReached { .. } => ErrorCode::WebhookEndpointLimitReached,
             Self::PromoCodesExpired { .. } => ErrorCode::PromoCodesExpired,
             Self::PromoGenerationFailed { .. } => ErrorCode::PromoGenerationFailed,
             Self::CodeNotFound { .. } => ErrorCode::CodeNotFound,
@@ -218,6 +228,8 @@ impl Error {
             | Self::RequestInProgress { problem, .. }
             | Self::ApiKeyLimitReached { problem }
             | Self::ApiKeyNotFound { problem }
+            | Self::WebhookEndpointNotFound { problem }
+            | Self::WebhookEndpointLimitReached { problem }
             | Self::PromoCodesExpired { problem }
             | Self::PromoGenerationFailed { problem }
             | Self::CodeNotFound { problem }

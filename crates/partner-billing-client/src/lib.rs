@@ -69,6 +69,7 @@ mod partner;
 mod product;
 mod response;
 mod retry;
+mod webhooks;
 
 pub use credentials::Credentials;
 pub use error::{Error, Result};
@@ -76,9 +77,14 @@ pub use panel::PanelClient;
 pub use partner::{Issued, MAX_PROMO_BATCH_COUNT, PartnerClient};
 pub use product::{ProductClient, Registration};
 pub use retry::RetryPolicy;
+pub use webhooks::{WebhookVerifyError, verify_webhook, verify_webhook_at};
 
 pub use partner_billing::domain::{IdempotencyKey, Secret};
 pub use partner_billing::wire::{
     ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, EndUser, ErrorCode, License, Problem,
     PromoBatch, PromoCode, RedeemedLicense, ResellerAccount, Session, UserLicense, UserLicenses,
+};
+pub use partner_billing::wire::{
+    CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES, WebhookDelivery,
+    WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEvent,
 };

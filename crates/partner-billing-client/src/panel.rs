@@ -187,7 +187,7 @@ impl PanelClient {
     }
 
     /// One call under `/v1/billing/resellers/me`, with the session.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         below_me: &[&str],
@@ -216,7 +216,7 @@ impl PanelClient {
     }
 
     /// Values no error may quote.
-    fn sensitive(&self) -> [&str; 1] {
+    pub(crate) fn sensitive(&self) -> [&str; 1] {
         [self.session_token.as_ref().map_or("", Secret::expose)]
     }
 }

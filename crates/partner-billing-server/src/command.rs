@@ -39,9 +39,37 @@ struct Args {
         action = clap::ArgAction::Set
     )]
     group_commit: bool,
+    /// Webhook retry schedule: one attempt, then one after each delay (units s, m, h, d),
+    /// then the delivery is marked failed.
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_WEBHOOK_BACKOFF",
+        default_value = partner_billing::webhooks::DEFAULT_BACKOFF,
+        value_parser = parse_backoff
+    )]
+    webhook_backoff: Backoff,
+    /// Allow `http://` and loopback webhook URLs (development and tests). Private,
+    /// link-local and metadata addresses stay refused.
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_WEBHOOK_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true"
+    )]
+    webhook_allow_insecure: bool,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
+}
+
+/// A `--webhook-backoff` schedule.
+#[derive(Debug, Clone)]
+struct Backoff(Vec<std::time::Duration>);
+
+fn parse_backoff(text: &str) -> Result<Backoff, String> {
+    partner_billing::webhooks::parse_backoff(text).map(Backoff)
 }
 
 /// Parses the command line and serves until Ctrl-C or SIGTERM.
@@ -70,7 +98,11 @@ pub async fn run() -> anyhow::Result<()> {
         .await
         .context("cannot open the database")?
         .with_master_key(master_key)
-        .with_group_commit(args.group_commit);
+        .with_group_commit(args.group_commit)
+        .with_webhook_settings(partner_billing::webhooks::WebhookSettings {
+            backoff: args.webhook_backoff.0,
+            allow_insecure: args.webhook_allow_insecure,
+        });
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -13,6 +13,8 @@ mod panel;
 mod partner;
 mod problem;
 mod product;
+mod webhook_worker;
+mod webhooks;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -53,6 +55,7 @@ type Apis = (
     panel::PanelApi,
     product::ProductApi,
     health::HealthApi,
+    webhooks::WebhooksApi,
 );
 
 const DESCRIPTION: &str = "Partner Billing lets a reseller grant subscriptions to its own users \
@@ -72,6 +75,7 @@ fn service() -> OpenApiService<Apis, ()> {
             panel::PanelApi,
             product::ProductApi,
             health::HealthApi,
+            webhooks::WebhooksApi,
         ),
         "Partner Billing",
         env!("CARGO_PKG_VERSION"),
@@ -315,6 +319,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let purger = tokio::spawn(purge_periodically(store.clone()));
+    let webhook_worker = tokio::spawn(webhook_worker::run(store.clone()));
     let acceptor = TcpAcceptor::from_tokio(listener)?;
     let result = Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(
@@ -324,6 +329,7 @@ pub async fn serve(
         )
         .await;
     purger.abort();
+    webhook_worker.abort();
     result
 }
 

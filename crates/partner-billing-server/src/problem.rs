@@ -99,6 +99,14 @@ impl From<Error> for ApiError {
                 ErrorCode::ApiKeyNotFound,
                 "No API key of this account has this id.",
             ),
+            Error::WebhookEndpointNotFound => Self::new(
+                ErrorCode::WebhookEndpointNotFound,
+                "No webhook endpoint of this account has this id.",
+            ),
+            Error::WebhookEndpointLimitReached => Self::new(
+                ErrorCode::WebhookEndpointLimitReached,
+                "Five webhook endpoints already exist; delete one before adding another.",
+            ),
             Error::PromoCodesExpired {
                 order_public_id,
                 batch_id,
@@ -225,11 +233,11 @@ const DOCUMENTED: &[(u16, &str)] = &[
     ),
     (
         404,
-        "`Reseller.ApiKeyNotFound`; `Promo.CodeNotFound` (an unknown or malformed promo code); or no such route.",
+        "`Reseller.ApiKeyNotFound`; `Reseller.WebhookEndpointNotFound`; `Promo.CodeNotFound` (an unknown or malformed promo code); or no such route.",
     ),
     (
         409,
-        "`Reseller.RequestInProgress` (with `Retry-After`), `Reseller.ApiKeyLimitReached`, `Promo.CodeExhausted` (the code's redemptions are used up) or `Promo.AlreadyRedeemed` (this login redeemed this code before).",
+        "`Reseller.RequestInProgress` (with `Retry-After`), `Reseller.ApiKeyLimitReached`, `Reseller.WebhookEndpointLimitReached`, `Promo.CodeExhausted` (the code's redemptions are used up) or `Promo.AlreadyRedeemed` (this login redeemed this code before).",
     ),
     (
         410,

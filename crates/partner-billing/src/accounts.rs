@@ -140,14 +140,32 @@ pub async fn show_reseller(store: &Store, client_id: &ClientId) -> Result<Resell
 
 /// Suspends or reinstates an account; acts on the very next request, on every replica.
 pub async fn set_standing(store: &Store, client_id: &ClientId, standing: Standing) -> Result<()> {
-    let result = sqlx::query("UPDATE accounts SET standing = $1 WHERE client_id = $2")
+    let mut tx = store.begin_write().await?;
+    let current: (i64, String) =
+        sqlx::query_as("SELECT id, standing FROM accounts WHERE client_id = $1")
+            .bind(client_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::NotFound("reseller"))?;
+    let (account_id, before) = current;
+    sqlx::query("UPDATE accounts SET standing = $1 WHERE id = $2")
         .bind(standing.as_str())
-        .bind(client_id.as_str())
-        .execute(store.pool())
+        .bind(account_id)
+        .execute(&mut *tx)
         .await?;
-    if result.rows_affected() == 0 {
-        return Err(Error::NotFound("reseller"));
+    // Only a change of standing is an event.
+    if before != standing.as_str() {
+        let data = match standing {
+            Standing::Suspended => crate::events::EventData::AccountSuspended {
+                client_id: client_id.to_string(),
+            },
+            Standing::Good => crate::events::EventData::AccountReinstated {
+                client_id: client_id.to_string(),
+            },
+        };
+        crate::events::record(store, &mut tx, account_id, data).await?;
     }
+    tx.commit().await?;
     tracing::info!(client_id = %client_id, standing = standing.as_str(), "account standing changed");
     Ok(())
 }

@@ -28,6 +28,12 @@ pub enum Error {
     ApiKeyLimitReached,
     #[error("API key not found")]
     ApiKeyNotFound,
+    /// No webhook endpoint of this account has this id.
+    #[error("webhook endpoint not found")]
+    WebhookEndpointNotFound,
+    /// The account already has the most webhook endpoints allowed.
+    #[error("webhook endpoint limit reached")]
+    WebhookEndpointLimitReached,
     /// A promo batch was retried after its 72-hour recovery window: the codes are gone for
     /// good, and nothing is charged again.
     #[error("promo codes no longer recoverable")]
@@ -84,6 +90,8 @@ impl Error {
             Self::RequestInProgress => ErrorCode::RequestInProgress,
             Self::ApiKeyLimitReached => ErrorCode::ApiKeyLimitReached,
             Self::ApiKeyNotFound => ErrorCode::ApiKeyNotFound,
+            Self::WebhookEndpointNotFound => ErrorCode::WebhookEndpointNotFound,
+            Self::WebhookEndpointLimitReached => ErrorCode::WebhookEndpointLimitReached,
             Self::PromoCodesExpired { .. } => ErrorCode::PromoCodesExpired,
             Self::PromoGenerationFailed => ErrorCode::PromoGenerationFailed,
             Self::CodeNotFound => ErrorCode::CodeNotFound,

@@ -42,7 +42,7 @@ pub async fn create_api_key(
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
     let client_id = lock_account(store, &mut tx, account_id).await?;
-    let created = insert_key(&mut tx, account_id, client_id, name, now).await?;
+    let created = insert_key(store, &mut tx, account_id, client_id, name, now).await?;
     tx.commit().await?;
     tracing::info!(client_id = %created.client_id, api_key_id = %created.api_key_id, "API key created");
     Ok(created)
@@ -92,7 +92,7 @@ pub async fn roll_api_key(
     let name: Option<String> = old.try_get("name")?;
     let old_expiry: Option<i64> = old.try_get("expires_utc")?;
     let expires_utc = old_expiry.map_or(now + grace, |t| t.min(now + grace));
-    let created = insert_key(&mut tx, account_id, client_id, name, now).await?;
+    let created = insert_key(store, &mut tx, account_id, client_id, name, now).await?;
     sqlx::query("UPDATE api_keys SET expires_utc = $1 WHERE id = $2")
         .bind(expires_utc)
         .bind(old_row)
@@ -125,6 +125,7 @@ async fn lock_account(store: &Store, tx: &mut Tx, account_id: i64) -> Result<Str
 /// Inserts a new key unless the account already has five active ones at `now`. The caller
 /// holds the account's lock, so concurrent creations cannot pass five.
 async fn insert_key(
+    store: &Store,
     tx: &mut Tx,
     account_id: i64,
     client_id: String,
@@ -153,6 +154,16 @@ async fn insert_key(
     .bind(secret.hash())
     .bind(now)
     .execute(&mut **tx)
+    .await?;
+    crate::events::record(
+        store,
+        tx,
+        account_id,
+        crate::events::EventData::ApiKeyCreated {
+            api_key_id: api_key_id.to_string(),
+            name: name.clone(),
+        },
+    )
     .await?;
     Ok(CreatedApiKey {
         api_key_id: api_key_id.to_string(),
@@ -201,18 +212,41 @@ pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList>
 /// account is [`Error::ApiKeyNotFound`], exactly like an unknown one.
 pub async fn revoke_api_key(store: &Store, account_id: i64, api_key_id: &str) -> Result<()> {
     let now = store.now_utc();
-    let result = sqlx::query(
-        "UPDATE api_keys SET status = 'revoked', revoked_utc = COALESCE(revoked_utc, $1) \
-         WHERE api_key_id = $2 AND account_id = $3",
+    let mut tx = store.begin_write().await?;
+    let key: Option<(String, Option<String>)> = sqlx::query_as(
+        "SELECT status, name FROM api_keys WHERE api_key_id = $1 AND account_id = $2",
+    )
+    .bind(api_key_id)
+    .bind(account_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((status, name)) = key else {
+        return Err(Error::ApiKeyNotFound);
+    };
+    // Only the move from active to revoked is an event; revoking again changes nothing.
+    let revoked = sqlx::query(
+        "UPDATE api_keys SET status = 'revoked', revoked_utc = $1 \
+         WHERE api_key_id = $2 AND account_id = $3 AND status <> 'revoked'",
     )
     .bind(now)
     .bind(api_key_id)
     .bind(account_id)
-    .execute(store.pool())
-    .await?;
-    if result.rows_affected() == 0 {
-        return Err(Error::ApiKeyNotFound);
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if revoked > 0 && status != "revoked" {
+        crate::events::record(
+            store,
+            &mut tx,
+            account_id,
+            crate::events::EventData::ApiKeyRevoked {
+                api_key_id: api_key_id.to_owned(),
+                name,
+            },
+        )
+        .await?;
     }
+    tx.commit().await?;
     tracing::info!(api_key_id = %api_key_id, "API key revoked");
     Ok(())
 }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod domain;
+pub mod webhook_signature;
 pub mod wire;
 
 #[cfg(feature = "db")]
@@ -17,6 +18,8 @@ pub mod clock;
 pub mod crypto;
 #[cfg(feature = "db")]
 pub mod error;
+#[cfg(feature = "db")]
+pub mod events;
 #[cfg(feature = "db")]
 pub mod idempotency;
 #[cfg(feature = "db")]
@@ -35,6 +38,8 @@ pub mod quota;
 pub mod redemption;
 #[cfg(feature = "db")]
 pub mod store;
+#[cfg(feature = "db")]
+pub mod webhooks;
 
 #[cfg(feature = "db")]
 pub use error::{Error, Result};

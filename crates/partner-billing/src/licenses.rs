@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::domain::{IdempotencyKey, Login, PlanSlug};
 use crate::error::{Error, Result};
+use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{PlanRow, find_plan, find_user};
@@ -124,6 +125,10 @@ async fn write_license(
         now,
     )
     .await?;
+    let subscribers = Subscribers::load(tx, account.account_id).await?;
+    subscribers
+        .after_debit(store, tx, plan.id, request.plan.as_str(), 1, remaining)
+        .await?;
     if store.fault(FaultPoint::LicenseWrite) {
         return Err(Error::Internal(
             "fault injection: license write failed".to_owned(),
@@ -150,6 +155,18 @@ async fn write_license(
         created_utc: now,
         expires_utc,
     };
+    subscribers
+        .record(
+            store,
+            tx,
+            EventData::LicenseIssued {
+                license_id: license.license_id.clone(),
+                product_slug: license.plan_slug.clone(),
+                login: license.login.clone(),
+                remaining_balance: remaining,
+            },
+        )
+        .await?;
     idempotency::record(
         tx,
         scope,

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use crate::crypto::MasterKey;
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
+use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::find_plan;
@@ -271,6 +272,17 @@ async fn store_batch(
         now,
     )
     .await?;
+    let subscribers = Subscribers::load(tx, account.account_id).await?;
+    subscribers
+        .after_debit(
+            store,
+            tx,
+            plan.id,
+            request.plan.as_str(),
+            request.count,
+            remaining,
+        )
+        .await?;
     if store.fault(FaultPoint::AfterDebit) {
         return Err(Error::PromoGenerationFailed);
     }
@@ -308,6 +320,20 @@ async fn store_batch(
         remaining_balance: remaining,
         created_utc: now,
     };
+    // Never a code in the event: the batch is named by its ids.
+    subscribers
+        .record(
+            store,
+            tx,
+            EventData::PromoBatchGenerated {
+                order_public_id: batch.order_public_id.clone(),
+                batch_id: batch.batch_id.clone(),
+                product_slug: batch.plan_slug.clone(),
+                count: request.count,
+                remaining_balance: remaining,
+            },
+        )
+        .await?;
     // The stored outcome holds everything but the codes, which live only in the sealed payload.
     idempotency::record(
         tx,

@@ -88,6 +88,18 @@ pub async fn credit(
         now,
     )
     .await?;
+    crate::events::record(
+        store,
+        &mut tx,
+        account_id,
+        crate::events::EventData::BalanceCredited {
+            product_slug: plan.to_string(),
+            units,
+            remaining_balance: remaining,
+            reason: reason.to_owned(),
+        },
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(client_id = %client_id, plan = %plan, units, "quota credited");
     Ok(Balance {

@@ -167,7 +167,8 @@ async fn redeem_reserved(
         };
     let now = store.now_utc();
     let granted = async {
-        let license = grant_license(&mut tx, operator, request, user_id, &code_hash, now).await?;
+        let license =
+            grant_license(store, &mut tx, operator, request, user_id, &code_hash, now).await?;
         idempotency::record(
             &mut tx,
             scope,
@@ -196,7 +197,9 @@ async fn redeem_reserved(
 }
 
 /// Checks the code and grants its license inside the redemption's transaction.
+#[allow(clippy::too_many_arguments)]
 async fn grant_license(
+    store: &Store,
     tx: &mut Tx,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
@@ -265,6 +268,18 @@ async fn grant_license(
             e.into()
         }
     })?;
+    crate::events::record(
+        store,
+        tx,
+        code.account_id,
+        crate::events::EventData::PromoCodeRedeemed {
+            batch_id: code.batch_id.clone(),
+            product_slug: code.plan_slug.clone(),
+            login: request.login.to_string(),
+            license_id: license_id.clone(),
+        },
+    )
+    .await?;
     Ok(RedeemedLicense {
         license_id,
         plan_slug: code.plan_slug,

@@ -54,6 +54,8 @@ pub struct Store {
     license_groups: Arc<LicenseGroups>,
     group_commit: bool,
     promo_permits: Arc<tokio::sync::Semaphore>,
+    webhooks: Arc<crate::webhooks::WebhookSettings>,
+    webhook_wake: Arc<tokio::sync::Notify>,
     #[cfg(feature = "fault-injection")]
     faults: Arc<Mutex<Vec<FaultPoint>>>,
 }
@@ -215,6 +217,8 @@ impl Store {
             license_groups: Arc::default(),
             group_commit: true,
             promo_permits: Arc::new(tokio::sync::Semaphore::new(PROMO_BATCHES_AT_ONCE)),
+            webhooks: Arc::default(),
+            webhook_wake: Arc::default(),
             #[cfg(feature = "fault-injection")]
             faults: Arc::default(),
         })
@@ -231,6 +235,28 @@ impl Store {
     pub fn with_group_commit(mut self, on: bool) -> Self {
         self.group_commit = on;
         self
+    }
+
+    /// Sets the webhook delivery schedule and the URL rule (`--webhook-backoff`,
+    /// `--webhook-allow-insecure`).
+    pub fn with_webhook_settings(mut self, settings: crate::webhooks::WebhookSettings) -> Self {
+        self.webhooks = Arc::new(settings);
+        self
+    }
+
+    /// The webhook delivery schedule and URL rule.
+    pub fn webhook_settings(&self) -> &crate::webhooks::WebhookSettings {
+        &self.webhooks
+    }
+
+    /// Wakes this process's webhook worker: an event was just queued.
+    pub fn wake_webhook_worker(&self) {
+        self.webhook_wake.notify_one();
+    }
+
+    /// Resolves when [`wake_webhook_worker`](Self::wake_webhook_worker) is called.
+    pub async fn webhook_worker_woken(&self) {
+        self.webhook_wake.notified().await;
     }
 
     /// Whether concurrent license requests share transactions.

@@ -11,12 +11,18 @@ use poem_openapi::Object;
 
 mod product;
 mod roll;
+mod webhooks;
 
 pub use roll::RollApiKeyRequest;
 
 pub use product::{
     EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicense,
     UserLicenses,
+};
+pub use webhooks::{
+    CreateWebhookEndpointRequest, CreatedWebhookEndpoint, LowBalanceAlert,
+    SetLowBalanceAlertRequest, WEBHOOK_EVENT_TYPES, WebhookDelivery, WebhookDeliveryList,
+    WebhookEndpoint, WebhookEndpointList, WebhookEvent,
 };
 
 /// `POST /v1/billing/partner/licenses`: grant one subscription to a registered login.
@@ -344,6 +350,8 @@ pub enum ErrorCode {
     RequestInProgress,
     ApiKeyLimitReached,
     ApiKeyNotFound,
+    WebhookEndpointNotFound,
+    WebhookEndpointLimitReached,
     PromoCodesExpired,
     PromoGenerationFailed,
     CodeNotFound,
@@ -357,7 +365,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 24] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -371,6 +379,8 @@ impl ErrorCode {
         Self::RequestInProgress,
         Self::ApiKeyLimitReached,
         Self::ApiKeyNotFound,
+        Self::WebhookEndpointNotFound,
+        Self::WebhookEndpointLimitReached,
         Self::PromoCodesExpired,
         Self::PromoGenerationFailed,
         Self::CodeNotFound,
@@ -398,6 +408,8 @@ impl ErrorCode {
             Self::RequestInProgress => "Reseller.RequestInProgress",
             Self::ApiKeyLimitReached => "Reseller.ApiKeyLimitReached",
             Self::ApiKeyNotFound => "Reseller.ApiKeyNotFound",
+            Self::WebhookEndpointNotFound => "Reseller.WebhookEndpointNotFound",
+            Self::WebhookEndpointLimitReached => "Reseller.WebhookEndpointLimitReached",
             Self::PromoCodesExpired => "Reseller.PromoCodesExpired",
             Self::PromoGenerationFailed => "Reseller.PromoGenerationFailed",
             Self::CodeNotFound => "Promo.CodeNotFound",
@@ -427,9 +439,10 @@ impl ErrorCode {
             Self::UnknownPlan | Self::UnknownLogin | Self::IdempotencyKeyReused => 422,
             Self::RequestInProgress
             | Self::ApiKeyLimitReached
+            | Self::WebhookEndpointLimitReached
             | Self::CodeExhausted
             | Self::AlreadyRedeemed => 409,
-            Self::ApiKeyNotFound | Self::CodeNotFound => 404,
+            Self::ApiKeyNotFound | Self::WebhookEndpointNotFound | Self::CodeNotFound => 404,
             Self::PromoCodesExpired | Self::CodeExpired => 410,
             Self::PromoGenerationFailed | Self::InternalError => 500,
             Self::TooManyAttempts => 429,
@@ -453,6 +466,8 @@ impl ErrorCode {
             Self::RequestInProgress => "A request with this idempotency key is in progress",
             Self::ApiKeyLimitReached => "Active API key limit reached",
             Self::ApiKeyNotFound => "API key not found",
+            Self::WebhookEndpointNotFound => "Webhook endpoint not found",
+            Self::WebhookEndpointLimitReached => "Webhook endpoint limit reached",
             Self::PromoCodesExpired => "Promo codes are no longer recoverable",
             Self::PromoGenerationFailed => "Promo codes could not be generated",
             Self::CodeNotFound => "Promo code not found",

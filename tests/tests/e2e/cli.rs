@@ -8,7 +8,7 @@ use partner_billing_tests::process::{ServerProcess, binary};
 use partner_billing_tests::{Db, TempDir, both_databases, fresh_database};
 use serde_json::Value;
 
-both_databases!(readme_walkthrough);
+both_databases!(readme_walkthrough, webhooks_and_alerts_with_the_cli);
 
 struct Cli<'a> {
     database_url: &'a str,
@@ -286,4 +286,179 @@ async fn readme_walkthrough(db: Db) {
     assert_eq!(report["discrepancies"][0]["ledgerSum"], 4);
     store.close().await;
     cli.env.clear();
+}
+
+/// `webhooks add|list|test|deliveries|remove` and `alerts set`, against the real server
+/// binary, delivering to a receiver on 127.0.0.1.
+async fn webhooks_and_alerts_with_the_cli(db: Db) {
+    use partner_billing_tests::receiver::{Receiver, TEST_WEBHOOK_ENV};
+
+    let (database_url, sqlite_dir) = fresh_database(&db).await;
+    let dir = sqlite_dir.unwrap_or_default();
+    let server = ServerProcess::start(&database_url, &dir.path, &TEST_WEBHOOK_ENV);
+    let base_url = server.base_url.clone();
+    let mut cli = Cli {
+        database_url: &database_url,
+        base_url: &base_url,
+        dir: &dir,
+        env: vec![],
+    };
+    let password = "correct horse battery staple";
+    cli.json(
+        &[
+            "admin", "--json", "plan", "create", "--slug", "pro", "--name", "Pro",
+        ],
+        None,
+    );
+    cli.json(
+        &["admin", "--json", "user", "add", "--login", "alice"],
+        None,
+    );
+    let reseller = cli.json(
+        &[
+            "admin",
+            "--json",
+            "reseller",
+            "create",
+            "--name",
+            "Acme",
+            "--password-stdin",
+        ],
+        Some(&format!("{password}\n")),
+    );
+    let client_id = reseller["clientId"].as_str().expect("clientId").to_owned();
+    cli.json(
+        &[
+            "admin",
+            "--json",
+            "quota",
+            "credit",
+            "--client-id",
+            &client_id,
+            "--plan",
+            "pro",
+            "--units",
+            "5",
+            "--reason",
+            "PO 1",
+        ],
+        None,
+    );
+    let login = cli.run(
+        &["keys", "login", "--client-id", &client_id],
+        Some(&format!("{password}\n")),
+    );
+    assert!(
+        login.status.success(),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+
+    let receiver = Receiver::start().await;
+    let added = cli.json(
+        &[
+            "--json",
+            "webhooks",
+            "add",
+            "--url",
+            &receiver.url,
+            "--event",
+            "license.issued",
+            "--event",
+            "balance.low",
+        ],
+        None,
+    );
+    let id = added["webhookEndpointId"].as_str().expect("id").to_owned();
+    let secret = added["secret"].as_str().expect("secret").to_owned();
+    assert!(secret.starts_with("whsec_"));
+    let listed = cli.json(&["--json", "webhooks", "list"], None);
+    assert_eq!(
+        listed["webhookEndpoints"][0]["webhookEndpointId"],
+        id.as_str()
+    );
+    assert_eq!(
+        listed["webhookEndpoints"][0]["eventTypes"],
+        serde_json::json!(["license.issued", "balance.low"])
+    );
+    assert!(!listed.to_string().contains(&secret));
+    let alert = cli.json(
+        &["--json", "alerts", "set", "--plan", "pro", "--below", "5"],
+        None,
+    );
+    assert_eq!(
+        alert,
+        serde_json::json!({"productSlug": "pro", "lowBalanceThreshold": 5})
+    );
+
+    let key = cli.json(&["--json", "keys", "create"], None);
+    cli.env = vec![
+        ("PARTNER_BILLING_CLIENT_ID", client_id.clone()),
+        (
+            "PARTNER_BILLING_SECRET",
+            key["secret"].as_str().expect("secret").to_owned(),
+        ),
+    ];
+    cli.json(
+        &[
+            "--json", "license", "issue", "--plan", "pro", "--login", "alice",
+        ],
+        None,
+    );
+    let received = receiver.wait_for(2).await;
+    let mut types: Vec<String> = received
+        .iter()
+        .map(|r| {
+            standardwebhooks::Webhook::new(&secret)
+                .unwrap()
+                .verify(&r.body, &r.headers)
+                .expect("signed");
+            r.json()["type"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    types.sort();
+    assert_eq!(types, ["balance.low", "license.issued"]);
+
+    let queued = cli.json(&["--json", "webhooks", "test", "--id", &id], None);
+    assert_eq!(queued["queued"], true);
+    receiver.wait_for(3).await;
+    let deliveries =
+        partner_billing_tests::receiver::eventually("three attempts listed", || async {
+            let d = cli.json(&["--json", "webhooks", "deliveries", "--id", &id], None);
+            (d["deliveries"].as_array().map(Vec::len) == Some(3)).then_some(d)
+        })
+        .await;
+    assert_eq!(deliveries["deliveries"][0]["eventType"], "webhook.test");
+    assert_eq!(deliveries["deliveries"][0]["statusCode"], 204);
+    let table = cli.run(&["webhooks", "deliveries", "--id", &id], None);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("webhook.test"));
+
+    cli.json(&["--json", "webhooks", "remove", "--id", &id], None);
+    let listed = cli.json(&["--json", "webhooks", "list"], None);
+    assert_eq!(listed["webhookEndpoints"], serde_json::json!([]));
+    let again = cli.run(&["webhooks", "remove", "--id", &id], None);
+    assert_eq!(again.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.starts_with("error: Reseller.WebhookEndpointNotFound"),
+        "{stderr}"
+    );
+    let bad = cli.run(
+        &[
+            "webhooks",
+            "add",
+            "--url",
+            "https://10.0.0.1/",
+            "--event",
+            "license.issued",
+        ],
+        None,
+    );
+    assert_eq!(
+        bad.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("url"));
 }

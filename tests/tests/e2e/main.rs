@@ -19,3 +19,5 @@ mod redemption;
 mod redemption_limits;
 mod replicas;
 mod startup;
+mod webhook_reliability;
+mod webhooks;

@@ -114,6 +114,11 @@ struct Args {
     /// `MALLOC_ARENA_MAX=2` to see how much of the RSS is allocator arenas. Repeatable.
     #[arg(long = "server-env", value_name = "NAME=VALUE", value_parser = parse_env)]
     server_env: Vec<(String, String)>,
+    /// Give every seeded account a webhook endpoint subscribed to `license.issued` (and
+    /// `promo_batch.generated`), delivering to a receiver in this process on 127.0.0.1 that
+    /// answers 204: the cost of the outbox and its delivery on the write path.
+    #[arg(long)]
+    webhook_endpoint: bool,
     /// Also write the JSON report to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -147,6 +152,12 @@ async fn main() {
         args.seconds = 0.5;
         args.warmup = 0.0;
         args.accounts = 20;
+    }
+    if args.webhook_endpoint {
+        args.server_env.push((
+            "PARTNER_BILLING_WEBHOOK_ALLOW_INSECURE".to_owned(),
+            "true".to_owned(),
+        ));
     }
     if let Err(err) = run(args).await {
         eprintln!("loadbench: error: {err:#}");
@@ -215,6 +226,18 @@ async fn run_database(
         fresh.label(),
         seeded.seconds
     );
+    let receiver = if args.webhook_endpoint {
+        let receiver = partner_billing_tests::receiver::Receiver::start().await;
+        subscribe(fresh, &seeded, &receiver.url).await?;
+        eprintln!(
+            "loadbench: {}: every account subscribed to license.issued at {}",
+            fresh.label(),
+            receiver.url
+        );
+        Some(receiver)
+    } else {
+        None
+    };
     let warmup = Duration::from_secs_f64(args.warmup);
     let measure = Duration::from_secs_f64(args.seconds);
     let mut runs = Vec::new();
@@ -263,7 +286,45 @@ async fn run_database(
         }
         runs.push(run);
     }
+    if let Some(receiver) = receiver {
+        eprintln!(
+            "loadbench: {}: the receiver got {} webhook requests",
+            fresh.label(),
+            receiver.received().len()
+        );
+    }
     Ok(runs)
+}
+
+/// One webhook endpoint per seeded account, subscribed to the charging events.
+async fn subscribe(fresh: &FreshDb, seeded: &Seeded, url: &str) -> anyhow::Result<()> {
+    let key = std::fs::read(fresh.key_file()).context("cannot read the master key")?;
+    let key = partner_billing::crypto::MasterKey::from_file_contents(&key)
+        .context("the master key file is malformed")?;
+    let store = Store::connect(&fresh.url, Clock::system())
+        .await?
+        .with_master_key(key)
+        .with_webhook_settings(partner_billing::webhooks::WebhookSettings {
+            allow_insecure: true,
+            ..Default::default()
+        });
+    let request = partner_billing::wire::CreateWebhookEndpointRequest {
+        url: url.to_owned(),
+        event_types: vec![
+            "license.issued".to_owned(),
+            "promo_batch.generated".to_owned(),
+        ],
+        description: Some("loadbench".to_owned()),
+    };
+    for account in seeded.accounts.iter() {
+        let account_id: i64 = sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
+            .bind(account.client_id.as_str())
+            .fetch_one(store.pool())
+            .await?;
+        partner_billing::webhooks::create_endpoint(&store, account_id, &request).await?;
+    }
+    store.close().await;
+    Ok(())
 }
 
 /// The server's peak RSS (`VmHWM`, KiB): once it listens (start-up and migrations), and at the

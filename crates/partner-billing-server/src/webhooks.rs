@@ -1,0 +1,172 @@
+//! The panel's webhook endpoints and low-balance alerts (DESIGN §16). Panel session only.
+
+use poem::web::Data;
+use poem_openapi::param::Path;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, OpenApi};
+
+use partner_billing::webhooks;
+use partner_billing::wire::{
+    CreateWebhookEndpointRequest, CreatedWebhookEndpoint, LowBalanceAlert,
+    SetLowBalanceAlertRequest, WebhookDeliveryList, WebhookEndpointList,
+};
+
+use crate::ApiTags;
+use crate::AppState;
+use crate::auth::PanelAuth;
+use crate::body::JsonBody;
+use crate::problem::ApiResult;
+
+/// Webhook endpoints and alerts under `/v1/billing/resellers/me`.
+pub struct WebhooksApi;
+
+#[derive(ApiResponse)]
+pub enum CreateWebhookEndpointResponse {
+    /// The new endpoint. Its signing secret is shown here once and never again.
+    #[oai(status = 201)]
+    Created(Json<CreatedWebhookEndpoint>),
+}
+
+#[derive(ApiResponse)]
+pub enum DeleteWebhookEndpointResponse {
+    /// Deleted: nothing more is sent to it.
+    #[oai(status = 204)]
+    Deleted,
+}
+
+#[derive(ApiResponse)]
+pub enum TestWebhookEndpointResponse {
+    /// A `webhook.test` event is queued for this endpoint.
+    #[oai(status = 202)]
+    Queued,
+}
+
+#[OpenApi(prefix_path = "/v1/billing/resellers", tag = "ApiTags::Panel")]
+impl WebhooksApi {
+    /// Register a webhook endpoint.
+    ///
+    /// The service POSTs signed events (Standard Webhooks: `webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`) of the chosen types to the URL, at least once; receivers dedupe on
+    /// `webhook-id`. The URL must be `https://` to a public address. At most five per account.
+    #[oai(
+        path = "/me/webhook-endpoints",
+        method = "post",
+        operation_id = "createWebhookEndpoint"
+    )]
+    async fn create_endpoint(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        body: JsonBody<CreateWebhookEndpointRequest>,
+    ) -> ApiResult<CreateWebhookEndpointResponse> {
+        let account = auth.verify(&state.store).await?;
+        let created = webhooks::create_endpoint(&state.store, account.account_id, &body.0).await?;
+        Ok(CreateWebhookEndpointResponse::Created(Json(created)))
+    }
+
+    /// The account's webhook endpoints, oldest first (never their secrets).
+    #[oai(
+        path = "/me/webhook-endpoints",
+        method = "get",
+        operation_id = "listWebhookEndpoints"
+    )]
+    async fn list_endpoints(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+    ) -> ApiResult<Json<WebhookEndpointList>> {
+        let account = auth.verify(&state.store).await?;
+        Ok(Json(
+            webhooks::list_endpoints(&state.store, account.account_id).await?,
+        ))
+    }
+
+    /// Delete a webhook endpoint; nothing more is sent to it.
+    #[oai(
+        path = "/me/webhook-endpoints/:webhookEndpointId",
+        method = "delete",
+        operation_id = "deleteWebhookEndpoint"
+    )]
+    async fn delete_endpoint(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// The endpoint (`rwe_…`).
+        #[oai(name = "webhookEndpointId")]
+        endpoint_id: Path<String>,
+    ) -> ApiResult<DeleteWebhookEndpointResponse> {
+        let account = auth.verify(&state.store).await?;
+        webhooks::delete_endpoint(&state.store, account.account_id, &endpoint_id.0).await?;
+        Ok(DeleteWebhookEndpointResponse::Deleted)
+    }
+
+    /// Send a `webhook.test` event to the endpoint.
+    #[oai(
+        path = "/me/webhook-endpoints/:webhookEndpointId/test",
+        method = "post",
+        operation_id = "testWebhookEndpoint"
+    )]
+    async fn test_endpoint(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// The endpoint (`rwe_…`).
+        #[oai(name = "webhookEndpointId")]
+        endpoint_id: Path<String>,
+    ) -> ApiResult<TestWebhookEndpointResponse> {
+        let account = auth.verify(&state.store).await?;
+        webhooks::send_test_event(&state.store, account.account_id, &endpoint_id.0).await?;
+        Ok(TestWebhookEndpointResponse::Queued)
+    }
+
+    /// The last 100 delivery attempts to the endpoint, newest first.
+    #[oai(
+        path = "/me/webhook-endpoints/:webhookEndpointId/deliveries",
+        method = "get",
+        operation_id = "listWebhookDeliveries"
+    )]
+    async fn list_deliveries(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// The endpoint (`rwe_…`).
+        #[oai(name = "webhookEndpointId")]
+        endpoint_id: Path<String>,
+    ) -> ApiResult<Json<WebhookDeliveryList>> {
+        let account = auth.verify(&state.store).await?;
+        Ok(Json(
+            webhooks::list_deliveries(&state.store, account.account_id, &endpoint_id.0).await?,
+        ))
+    }
+
+    /// Set a product's low-balance alert.
+    ///
+    /// A `balance.low` event is sent when a charge takes the balance from at least
+    /// `lowBalanceThreshold` to below it; once per crossing, re-armed when a credit lifts the
+    /// balance back. 0 (the default) turns it off.
+    #[oai(
+        path = "/me/alerts/:productSlug",
+        method = "put",
+        operation_id = "setLowBalanceAlert"
+    )]
+    async fn set_alert(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// The product (`productSlug` of the balances).
+        #[oai(name = "productSlug")]
+        product_slug: Path<String>,
+        body: JsonBody<SetLowBalanceAlertRequest>,
+    ) -> ApiResult<Json<LowBalanceAlert>> {
+        let account = auth.verify(&state.store).await?;
+        Ok(Json(
+            webhooks::set_low_balance_alert(
+                &state.store,
+                account.account_id,
+                &product_slug.0,
+                body.0.low_balance_threshold,
+            )
+            .await?,
+        ))
+    }
+}

@@ -1,0 +1,217 @@
+//! The outbox as the delivery worker sees it: lease due messages, then settle each attempt.
+//!
+//! A lease is a time (`lease_until_utc`) written in the transaction that picks the message; on
+//! PostgreSQL the pick takes its rows `FOR UPDATE SKIP LOCKED`, so two replicas never pick the
+//! same message at once; on SQLite the write lock does the same. A worker that dies mid-send
+//! leaves its lease to run out, and the message is sent again with the same `webhook-id`.
+
+use std::fmt;
+
+use sqlx::Row;
+
+use crate::error::{Error, Result};
+use crate::store::{Backend, Store};
+
+/// How long a picked message is reserved for its worker: the 10 s request timeout plus slack for recording the outcome.
+pub const LEASE_SECONDS: i64 = 20;
+
+/// A message leased for one attempt.
+pub struct DueMessage {
+    pub message_row_id: i64,
+    pub endpoint_row_id: i64,
+    pub event_id: String,
+    pub body: String,
+    pub url: String,
+    /// The signing key (the bytes of the `whsec_` secret). Never printed.
+    pub signing_key: Vec<u8>,
+    /// This attempt's number, from 1.
+    pub attempt: i64,
+}
+
+impl fmt::Debug for DueMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DueMessage")
+            .field("message_row_id", &self.message_row_id)
+            .field("event_id", &self.event_id)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// The receiver answered with this status.
+    Answered(u16),
+    /// No answer: refused connection, timeout, a URL the rule refuses now. A short reason.
+    NoAnswer(String),
+}
+
+/// Whether any message of an enabled endpoint is due (a cheap read, so an idle worker takes no
+/// write lock; messages of deleted or disabled endpoints are never sent).
+pub async fn any_due(store: &Store) -> Result<bool> {
+    let now = store.now_utc();
+    let due: Option<i64> = sqlx::query_scalar(
+        "SELECT m.id FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
+         WHERE m.status = 'pending' AND m.next_attempt_utc <= $1 \
+         AND (m.lease_until_utc IS NULL OR m.lease_until_utc <= $1) AND e.status = 'enabled' LIMIT 1",
+    )
+    .bind(now)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(due.is_some())
+}
+
+/// The pick of due messages; PostgreSQL appends its row-lock clause.
+macro_rules! lease_select {
+    () => {
+        "SELECT m.id, m.endpoint_row_id, m.attempts, ev.event_id, ev.body, e.url, e.endpoint_id, e.sealed_secret \
+         FROM webhook_messages m JOIN webhook_events ev ON ev.id = m.event_row_id \
+         JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
+         WHERE m.status = 'pending' AND m.next_attempt_utc <= $1 \
+         AND (m.lease_until_utc IS NULL OR m.lease_until_utc <= $1) AND e.status = 'enabled' \
+         ORDER BY m.next_attempt_utc, m.id LIMIT $2"
+    };
+}
+
+/// Leases up to `limit` due messages of enabled endpoints, oldest due first.
+pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
+    if !any_due(store).await? {
+        return Ok(Vec::new());
+    }
+    let now = store.now_utc();
+    let sql = match store.backend() {
+        Backend::Postgres => concat!(lease_select!(), " FOR UPDATE OF m SKIP LOCKED"),
+        Backend::Sqlite => lease_select!(),
+    };
+    let mut tx = store.begin_write().await?;
+    let rows = sqlx::query(sql)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    let key = store.master_key()?;
+    let mut leased = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let message_row_id: i64 = row.try_get("id")?;
+        sqlx::query("UPDATE webhook_messages SET lease_until_utc = $1 WHERE id = $2")
+            .bind(now + LEASE_SECONDS)
+            .bind(message_row_id)
+            .execute(&mut *tx)
+            .await?;
+        let endpoint_id: String = row.try_get("endpoint_id")?;
+        let sealed: String = row.try_get("sealed_secret")?;
+        let sealed = hex::decode(sealed)
+            .map_err(|_| Error::Internal("a sealed webhook secret is not hex".to_owned()))?;
+        let signing_key = key
+            .open(&sealed, format!("webhook-secret:{endpoint_id}").as_bytes())
+            .map_err(|_| {
+                Error::Internal("a webhook secret does not open under the master key".to_owned())
+            })?;
+        let attempts: i64 = row.try_get("attempts")?;
+        leased.push(DueMessage {
+            message_row_id,
+            endpoint_row_id: row.try_get("endpoint_row_id")?,
+            event_id: row.try_get("event_id")?,
+            body: row.try_get("body")?,
+            url: row.try_get("url")?,
+            signing_key,
+            attempt: attempts + 1,
+        });
+    }
+    tx.commit().await?;
+    Ok(leased)
+}
+
+/// Records the attempt and settles the message: a 2xx is delivered; `410 Gone` fails it and
+/// disables the endpoint at once; anything else (redirects included) is retried after the
+/// schedule's next delay, or failed when the schedule is used up.
+pub async fn record_attempt(
+    store: &Store,
+    message: &DueMessage,
+    outcome: &AttemptOutcome,
+) -> Result<()> {
+    record_attempts(store, &[(message, outcome)]).await
+}
+
+/// [`record_attempt`] for several attempts in one transaction (the worker batches what finished
+/// together: one commit instead of one per attempt).
+pub async fn record_attempts(
+    store: &Store,
+    attempts: &[(&DueMessage, &AttemptOutcome)],
+) -> Result<()> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let now = store.now_utc();
+    let backoff = &store.webhook_settings().backoff;
+    let mut tx = store.begin_write().await?;
+    let mut gone_events = Vec::new();
+    for (message, outcome) in attempts {
+        let (status_code, error) = match outcome {
+            AttemptOutcome::Answered(status) => (Some(i64::from(*status)), None),
+            AttemptOutcome::NoAnswer(reason) => (None, Some(reason.as_str())),
+        };
+        let delivered = status_code.is_some_and(|s| (200..300).contains(&s));
+        let gone = status_code == Some(410);
+        let next_attempt_utc = if delivered || gone {
+            None
+        } else {
+            usize::try_from(message.attempt - 1)
+                .ok()
+                .and_then(|i| backoff.get(i))
+                .map(|delay| now + i64::try_from(delay.as_secs()).unwrap_or(i64::MAX / 2))
+        };
+        let status = match (delivered, next_attempt_utc) {
+            (true, _) => "delivered",
+            (false, Some(_)) => "pending",
+            (false, None) => "failed",
+        };
+        sqlx::query(
+            "INSERT INTO webhook_attempts (message_row_id, endpoint_row_id, attempt, status_code, error, attempted_utc, next_attempt_utc) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(message.message_row_id)
+        .bind(message.endpoint_row_id)
+        .bind(message.attempt)
+        .bind(status_code)
+        .bind(error)
+        .bind(now)
+        .bind(next_attempt_utc)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE webhook_messages SET status = $1, attempts = $2, next_attempt_utc = $3, lease_until_utc = NULL \
+             WHERE id = $4",
+        )
+        .bind(status)
+        .bind(message.attempt)
+        .bind(next_attempt_utc)
+        .bind(message.message_row_id)
+        .execute(&mut *tx)
+        .await?;
+        if gone {
+            sqlx::query(
+                "UPDATE webhook_endpoints SET status = 'disabled' WHERE id = $1 AND status = 'enabled'",
+            )
+            .bind(message.endpoint_row_id)
+            .execute(&mut *tx)
+            .await?;
+            gone_events.push(message.event_id.as_str());
+        }
+    }
+    tx.commit().await?;
+    for event_id in gone_events {
+        tracing::warn!(event_id = %event_id, "webhook endpoint answered 410 Gone: disabled");
+    }
+    Ok(())
+}
+
+/// Messages not yet settled (pending), for tests and operations.
+pub async fn pending_count(store: &Store) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT COUNT(*) FROM webhook_messages WHERE status = 'pending'")
+            .fetch_one(store.pool())
+            .await?,
+    )
+}
