@@ -41,6 +41,7 @@ pub(crate) async fn run(store: Store) {
     let (finished, to_record) = mpsc::unbounded_channel::<Finished>();
     let recorder = tokio::spawn(record(store.clone(), to_record));
     let _recorder = AbortOnDrop(recorder);
+    let _expiry_sweep = AbortOnDrop(tokio::spawn(record_key_expirations(store.clone())));
     loop {
         let free = permits.available_permits();
         let leased = if free == 0 {
@@ -73,6 +74,23 @@ pub(crate) async fn run(store: Store) {
         tokio::select! {
             () = store.webhook_worker_woken() => tokio::time::sleep(WAKE_DELAY).await,
             () = tokio::time::sleep(POLL_INTERVAL) => {}
+        }
+    }
+}
+
+/// How often rolled keys are checked for an ended grace period.
+const EXPIRY_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Records `api_key.expired` for rolled keys whose grace period has ended (one event per key,
+/// whichever replica notices first).
+async fn record_key_expirations(store: Store) {
+    let mut ticks = tokio::time::interval(EXPIRY_SWEEP_INTERVAL);
+    loop {
+        ticks.tick().await;
+        match partner_billing::keys::record_expirations(&store).await {
+            Ok(0) => {}
+            Ok(_) => store.wake_webhook_worker(),
+            Err(err) => tracing::warn!(error = %err, "could not record key expirations"),
         }
     }
 }

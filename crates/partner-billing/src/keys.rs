@@ -361,3 +361,44 @@ pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result
         .ok_or(Error::NotFound("reseller"))?;
     Ok(row.try_get("id")?)
 }
+
+/// Records the `api_key.expired` event of every rolled key whose grace period has ended and
+/// whose expiry has not been recorded yet; returns how many. The marker and the events commit
+/// together, and the conditional UPDATE lets only one replica claim each key.
+pub async fn record_expirations(store: &Store) -> Result<u64> {
+    let now = store.now_utc();
+    // A cheap read first: most sweeps find nothing and need no write transaction.
+    let due: Option<i64> = sqlx::query_scalar(
+        "SELECT id FROM api_keys WHERE status = 'active' AND expires_utc <= $1 \
+         AND expiry_event_utc IS NULL LIMIT 1",
+    )
+    .bind(now)
+    .fetch_optional(store.pool())
+    .await?;
+    if due.is_none() {
+        return Ok(0);
+    }
+    let mut tx = store.begin_write().await?;
+    let rows = sqlx::query(
+        "UPDATE api_keys SET expiry_event_utc = $1 WHERE status = 'active' \
+         AND expires_utc <= $1 AND expiry_event_utc IS NULL \
+         RETURNING account_id, api_key_id, name",
+    )
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    for row in &rows {
+        crate::events::record(
+            store,
+            &mut tx,
+            row.try_get("account_id")?,
+            crate::events::EventData::ApiKeyExpired {
+                api_key_id: row.try_get("api_key_id")?,
+                name: row.try_get("name")?,
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len() as u64)
+}

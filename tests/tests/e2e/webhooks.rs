@@ -27,6 +27,7 @@ both_databases!(
     a_receiver_that_recovers_gets_every_event,
     gone_disables_the_endpoint_and_redirects_are_not_followed,
     two_replicas_deliver_each_event_once,
+    a_rolled_key_sends_expired_once_its_grace_ends,
 );
 
 const ALL_TYPES: [&str; 11] = partner_billing::wire::WEBHOOK_EVENT_TYPES;
@@ -815,4 +816,47 @@ async fn two_replicas_deliver_each_event_once(db: Db) {
     assert_eq!(ids.len(), 20);
     assert_eq!(received.len(), 20, "each event sent once");
     assert_eq!(rows(&app, "webhook_attempts").await, 20);
+}
+
+async fn a_rolled_key_sends_expired_once_its_grace_ends(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let receiver = Receiver::start().await;
+    let panel = panel(&app, &r).await;
+    panel
+        .create_webhook_endpoint(&receiver.url, &["api_key.expired"], None)
+        .await
+        .unwrap();
+    let keys = panel.list_api_keys().await.unwrap().api_keys;
+    let old = &keys[0];
+    panel
+        .roll_api_key(&old.api_key_id, Some(3600))
+        .await
+        .unwrap();
+    // A second replica sweeps too: the expiry is still one event.
+    let _replica = app.replica().await;
+    // The harness's clock moves past the grace period; nothing sleeps.
+    app.store.clock().advance(3600);
+    let received = receiver.wait_for(1).await;
+    // Signed with the moved clock's time, which a verifier would call the future: the other
+    // tests check signatures; this one checks the event.
+    assert!(received[0].header("webhook-signature").starts_with("v1,"));
+    let body = received[0].json();
+    assert_eq!(body["type"], "api_key.expired");
+    assert_eq!(
+        body["data"],
+        json!({"apiKeyId": old.api_key_id, "name": old.name})
+    );
+    eventually("the outbox settled", || async {
+        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
+    })
+    .await;
+    // Later sweeps find the expiry recorded and send nothing more.
+    app.store.clock().advance(5);
+    let _ = panel.list_api_keys().await.unwrap();
+    assert_eq!(
+        rows(&app, "webhook_events").await,
+        1,
+        "one event per expiry"
+    );
 }
