@@ -31,18 +31,27 @@ impl ServerProcess {
     /// Starts the server on 127.0.0.1:0 with `env` (plus a database URL) in `dir`, and waits
     /// for the address it logs.
     pub fn start(database_url: &str, dir: &Path, env: &[(&str, &str)]) -> Self {
-        Self::start_binary(&binary("partner-billing-server"), database_url, dir, env)
+        Self::start_binary(
+            &binary("partner-billing-server"),
+            &[],
+            database_url,
+            dir,
+            env,
+        )
     }
 
-    /// As [`start`](Self::start), with another build of the server: `partner-billing-test-server`
-    /// has the crash points of feature `fault-injection`.
+    /// As [`start`](Self::start), with another program (and its arguments) that serves like
+    /// the server: the crash tests run their own test executable, which has the crash points of
+    /// feature `fault-injection` that no shipped binary has.
     pub fn start_binary(
         program: &Path,
+        args: &[&str],
         database_url: &str,
         dir: &Path,
         env: &[(&str, &str)],
     ) -> Self {
         let mut child = Command::new(program)
+            .args(args)
             .env_clear()
             .env("PARTNER_BILLING_DATABASE_URL", database_url)
             .env("PARTNER_BILLING_LISTEN", "127.0.0.1:0")

@@ -74,7 +74,17 @@ fn parse_backoff(text: &str) -> Result<Backoff, String> {
 
 /// Parses the command line and serves until Ctrl-C or SIGTERM.
 pub async fn run() -> anyhow::Result<()> {
-    let args = Args::parse();
+    run_with_args(std::env::args_os()).await
+}
+
+/// As [`run`], with the command line given (the program name first): lets a test executable
+/// serve without handing the server its own test-harness arguments.
+pub async fn run_with_args<I, T>(args: I) -> anyhow::Result<()>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = Args::parse_from(args);
     if args.print_openapi {
         print!("{}", crate::openapi_document());
         return Ok(());

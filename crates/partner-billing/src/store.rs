@@ -96,6 +96,7 @@ pub enum CrashPoint {
 
 /// Environment variable arming a [`CrashPoint`] in a test build: `before-commit:N` or
 /// `after-commit:N` kills the process with SIGKILL at the N-th keyed commit it makes.
+#[cfg(feature = "fault-injection")]
 pub const CRASH_AT_ENV: &str = "PARTNER_BILLING_CRASH_AT";
 
 /// Kills this process with SIGKILL if [`CRASH_AT_ENV`] armed `point` for this commit.

@@ -20,6 +20,41 @@ use partner_billing_tests::{Db, TempDir, fresh_database, panel_session};
 use rand::Rng;
 use serde_json::{Value, json};
 
+/// Set (to anything) in the environment of this test executable when it is to serve as
+/// `partner-billing-server` with crash points: see [`crash_test_server`].
+const SERVE_ENV: &str = "PARTNER_BILLING_TESTS_SERVE";
+
+/// The arguments that run [`crash_test_server`] alone in this executable, its log on stdout.
+const CRASH_TEST_SERVER_ARGS: [&str; 4] = [
+    "crash::crash_test_server",
+    "--exact",
+    "--nocapture",
+    "--test-threads=1",
+];
+
+/// Not a check of its own: the crash tests start this test executable again with
+/// [`SERVE_ENV`] set and run this function alone, which then serves exactly as
+/// `partner-billing-server` does, with the crash points of feature `fault-injection` that only
+/// test builds have (the feature is a dev-dependency feature, so no shipped binary has them).
+/// Without [`SERVE_ENV`] it returns at once.
+#[test]
+fn crash_test_server() {
+    if std::env::var_os(SERVE_ENV).is_none() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let served = runtime.block_on(partner_billing_server::command::run_with_args([
+        "partner-billing-server",
+    ]));
+    std::process::exit(match served {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            1
+        }
+    });
+}
+
 /// Kills per run: 10 in CI; `PARTNER_BILLING_CRASH_KILLS=100` for the documented slow run.
 fn kills() -> usize {
     std::env::var("PARTNER_BILLING_CRASH_KILLS")
@@ -123,10 +158,12 @@ impl Replica {
             env.push((CRASH_AT_ENV, crash_at.clone()));
             armed = Some(crash_at);
         }
+        env.push((SERVE_ENV, "1".to_owned()));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         (
             ServerProcess::start_binary(
-                std::path::Path::new(env!("CARGO_BIN_EXE_partner-billing-test-server")),
+                &std::env::current_exe().expect("test executable"),
+                &CRASH_TEST_SERVER_ARGS,
                 url,
                 dir,
                 &env,
