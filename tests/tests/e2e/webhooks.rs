@@ -647,7 +647,10 @@ async fn failures_are_retried_on_the_schedule_then_marked_failed(db: Db) {
     assert_eq!(deliveries[0].next_attempt_utc, None, "given up");
     for d in &deliveries[1..] {
         let next = d.next_attempt_utc.expect("a retry was scheduled");
-        assert!(next >= d.attempted_utc + 1);
+        assert!(
+            next > d.attempted_utc,
+            "the retry is scheduled after the attempt"
+        );
     }
     assert_eq!(outbox::pending_count(&app.store).await.unwrap(), 0);
     let received = receiver.received();
