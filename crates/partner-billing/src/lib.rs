@@ -20,6 +20,8 @@ pub mod error;
 #[cfg(feature = "db")]
 pub mod idempotency;
 #[cfg(feature = "db")]
+pub mod key_check;
+#[cfg(feature = "db")]
 pub mod keys;
 #[cfg(feature = "db")]
 pub mod licenses;
@@ -35,6 +37,8 @@ pub mod quota;
 pub mod redemption;
 #[cfg(feature = "db")]
 pub mod store;
+#[cfg(feature = "db")]
+pub mod throttle;
 
 #[cfg(feature = "db")]
 pub use error::{Error, Result};

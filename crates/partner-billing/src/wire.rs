@@ -346,13 +346,14 @@ pub enum ErrorCode {
     CodeExhausted,
     AlreadyRedeemed,
     TooManyAttempts,
+    RateLimited,
     ServiceUnavailable,
     InternalError,
 }
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -373,6 +374,7 @@ impl ErrorCode {
         Self::CodeExhausted,
         Self::AlreadyRedeemed,
         Self::TooManyAttempts,
+        Self::RateLimited,
         Self::ServiceUnavailable,
         Self::InternalError,
     ];
@@ -400,6 +402,7 @@ impl ErrorCode {
             Self::CodeExhausted => "Promo.CodeExhausted",
             Self::AlreadyRedeemed => "Promo.AlreadyRedeemed",
             Self::TooManyAttempts => "Promo.TooManyAttempts",
+            Self::RateLimited => "Request.RateLimited",
             Self::ServiceUnavailable => "Service.Unavailable",
             Self::InternalError => "Internal.Error",
         }
@@ -427,7 +430,7 @@ impl ErrorCode {
             Self::ApiKeyNotFound | Self::CodeNotFound => 404,
             Self::PromoCodesExpired | Self::CodeExpired => 410,
             Self::PromoGenerationFailed | Self::InternalError => 500,
-            Self::TooManyAttempts => 429,
+            Self::TooManyAttempts | Self::RateLimited => 429,
             Self::ServiceUnavailable => 503,
         }
     }
@@ -455,6 +458,7 @@ impl ErrorCode {
             Self::CodeExhausted => "Promo code used up",
             Self::AlreadyRedeemed => "Promo code already redeemed by this login",
             Self::TooManyAttempts => "Too many failed redemption attempts",
+            Self::RateLimited => "Too many attempts",
             Self::ServiceUnavailable => "Service unavailable",
             Self::InternalError => "Internal error",
         }
