@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use partner_billing::accounts::{self, Standing};
+use partner_billing::crypto::default_master_key_path;
 use partner_billing::domain::{ApiKeyId, ClientId, Login, Password, PlanSlug};
+use partner_billing::key_check::{KeyFile, open_master_key};
 use partner_billing::plans::{self, NewPlan};
 use partner_billing::store::Store;
 use partner_billing::{clock::Clock, keys, promo, quota};
@@ -220,17 +222,22 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
     };
     // Only a redemption needs the master key; it is loaded (never created) before the
     // database is touched, so a missing key changes nothing.
-    let master_key = match &args.command {
-        AdminCommand::Promo(_) => Some(product::load_master_key(
-            args.master_key_file.as_deref(),
-            &args.database_url,
-        )?),
-        _ => None,
-    };
+    if let AdminCommand::Promo(_) = &args.command {
+        product::load_master_key(args.master_key_file.as_deref(), &args.database_url)?;
+    }
     let mut store = Store::connect(&args.database_url, Clock::system())
         .await
         .context("cannot open the database")?;
-    if let Some(key) = master_key {
+    // Every command checks the key file it is given (or the default one, when present)
+    // against the database's fingerprint (DESIGN.md §19); none creates a key.
+    let (key_path, file) = match &args.master_key_file {
+        Some(path) => (path.clone(), KeyFile::Configured),
+        None => (
+            default_master_key_path(&args.database_url),
+            KeyFile::DefaultIfPresent,
+        ),
+    };
+    if let Some(key) = open_master_key(&store, &key_path, file).await? {
         store = store.with_master_key(key);
     }
     let result = dispatch(&store, args.command, password, out).await;

@@ -122,6 +122,7 @@ fn set_up_batch(dir: &Path) -> (Vec<String>, String) {
             &store,
             client_id.as_str(),
             Password::parse("password", password).unwrap(),
+            None,
         )
         .await
         .unwrap();

@@ -95,6 +95,13 @@ pub enum Error {
         problem: Box<Problem>,
         retry_after: Option<Duration>,
     },
+    /// `429 Request.RateLimited`: too many attempts (failed sign-ins, unknown logins); nothing
+    /// changed. Wait `retry_after`.
+    #[error("Request.RateLimited: {}", problem.detail)]
+    RateLimited {
+        problem: Box<Problem>,
+        retry_after: Option<Duration>,
+    },
     /// `503 Service.Unavailable`: the database is unreachable. The outcome of a write is
     /// unknown: retry with the same idempotency key.
     #[error("Service.Unavailable: {}", problem.detail)]
@@ -170,6 +177,10 @@ impl Error {
                 problem,
                 retry_after,
             },
+            ErrorCode::RateLimited => Self::RateLimited {
+                problem,
+                retry_after,
+            },
             ErrorCode::ServiceUnavailable => Self::ServiceUnavailable {
                 problem,
                 retry_after,
@@ -202,6 +213,7 @@ impl Error {
             Self::CodeExhausted { .. } => ErrorCode::CodeExhausted,
             Self::AlreadyRedeemed { .. } => ErrorCode::AlreadyRedeemed,
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::ServiceUnavailable { .. } => ErrorCode::ServiceUnavailable,
             Self::InternalError { .. } => ErrorCode::InternalError,
             Self::UnrecognizedProblem { .. }
@@ -237,6 +249,7 @@ impl Error {
             | Self::CodeExhausted { problem }
             | Self::AlreadyRedeemed { problem }
             | Self::TooManyAttempts { problem, .. }
+            | Self::RateLimited { problem, .. }
             | Self::ServiceUnavailable { problem, .. }
             | Self::InternalError { problem }
             | Self::UnrecognizedProblem { problem } => Some(problem),
@@ -263,6 +276,7 @@ impl Error {
         match self {
             Self::RequestInProgress { retry_after, .. }
             | Self::TooManyAttempts { retry_after, .. }
+            | Self::RateLimited { retry_after, .. }
             | Self::ServiceUnavailable { retry_after, .. } => *retry_after,
             _ => None,
         }

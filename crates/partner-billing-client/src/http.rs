@@ -55,6 +55,32 @@ struct Failure {
     unsent: bool,
 }
 
+/// Whether a client may send its credentials over plain `http://` to a host that is not
+/// loopback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainHttp {
+    /// `http://` only to loopback hosts; `https://` anywhere (the default).
+    LoopbackOnly,
+    /// `http://` to any host: the caller accepts that secrets cross the network in clear
+    /// (e.g. a private network or a TLS-terminating sidecar).
+    Allowed,
+}
+
+/// Whether the URL's host is this machine.
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let host = host.to_ascii_lowercase();
+            host == "localhost" || host.ends_with(".localhost")
+        }
+    }
+}
+
 /// The base URL, the connection pool and the retry policy.
 #[derive(Clone)]
 pub(crate) struct Transport {
@@ -67,13 +93,27 @@ impl Transport {
     /// Checks the base URL (`http` or `https`, no user info, query or fragment) and builds the
     /// connection pool. Redirects are not followed: a redirect must never carry the secret
     /// headers to another host.
-    pub fn new(base_url: &str) -> Result<Self, Error> {
+    ///
+    /// Plain `http://` carries secrets readable on the way, so it is refused unless the host
+    /// is loopback (`localhost`, `127.0.0.0/8`, `::1`) or `plain_http` is
+    /// [`PlainHttp::Allowed`] (the caller's explicit opt-in).
+    pub fn new(base_url: &str, plain_http: PlainHttp) -> Result<Self, Error> {
         let base_url = Url::parse(base_url.trim())
             .map_err(|err| Error::invalid("base URL", err.to_string()))?;
         if !matches!(base_url.scheme(), "http" | "https") {
             return Err(Error::invalid(
                 "base URL",
                 "the scheme must be http or https",
+            ));
+        }
+        if base_url.scheme() == "http"
+            && plain_http == PlainHttp::LoopbackOnly
+            && !is_loopback(&base_url)
+        {
+            return Err(Error::invalid(
+                "base URL",
+                "plain http:// would send the credentials unencrypted: use https://, or opt in \
+                 explicitly (the clients' `new_allowing_plain_http` constructors)",
             ));
         }
         if !base_url.username().is_empty() || base_url.password().is_some() {
@@ -235,14 +275,15 @@ mod tests {
 
     #[test]
     fn urls_join_and_encode_segments() {
-        let transport = Transport::new("http://127.0.0.1:8080").unwrap();
+        let transport = Transport::new("http://127.0.0.1:8080", PlainHttp::LoopbackOnly).unwrap();
         assert_eq!(
             transport
                 .url(&["v1", "billing", "partner", "balances"])
                 .as_str(),
             "http://127.0.0.1:8080/v1/billing/partner/balances"
         );
-        let transport = Transport::new("https://example.com/prefix/").unwrap();
+        let transport =
+            Transport::new("https://example.com/prefix/", PlainHttp::LoopbackOnly).unwrap();
         assert_eq!(
             transport.url(&["v1", "keys", "../a b/?"]).as_str(),
             "https://example.com/prefix/v1/keys/..%2Fa%20b%2F%3F"
@@ -252,18 +293,51 @@ mod tests {
     #[test]
     fn base_urls_are_checked() {
         assert!(matches!(
-            Transport::new("not a url"),
+            Transport::new("not a url", PlainHttp::LoopbackOnly),
             Err(Error::InvalidInput { .. })
         ));
         assert!(matches!(
-            Transport::new("ftp://example.com"),
+            Transport::new("ftp://example.com", PlainHttp::LoopbackOnly),
             Err(Error::InvalidInput { .. })
         ));
-        let error = Transport::new("https://rsc_x:rss_canary@example.com")
-            .err()
-            .unwrap();
+        let error = Transport::new(
+            "https://rsc_x:rss_canary@example.com",
+            PlainHttp::LoopbackOnly,
+        )
+        .err()
+        .unwrap();
         assert!(!error.to_string().contains("canary"), "{error}");
-        assert!(Transport::new("https://example.com/?q=1").is_err());
+        assert!(Transport::new("https://example.com/?q=1", PlainHttp::LoopbackOnly).is_err());
+    }
+
+    #[test]
+    fn plain_http_only_to_loopback_unless_allowed() {
+        for refused in [
+            "http://billing.example.com",
+            "http://10.0.0.5:8080",
+            "http://[fe80::1]",
+        ] {
+            let error = Transport::new(refused, PlainHttp::LoopbackOnly).err();
+            assert!(
+                matches!(error, Some(Error::InvalidInput { .. })),
+                "{refused} must be refused"
+            );
+            assert!(
+                Transport::new(refused, PlainHttp::Allowed).is_ok(),
+                "{refused} opted in"
+            );
+        }
+        for allowed in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+            "https://billing.example.com",
+        ] {
+            assert!(
+                Transport::new(allowed, PlainHttp::LoopbackOnly).is_ok(),
+                "{allowed} must be allowed"
+            );
+        }
     }
 
     #[test]

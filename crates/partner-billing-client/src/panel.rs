@@ -8,7 +8,7 @@ use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 use crate::error::{Error, Result};
-use crate::http::{Call, Reply, Resend, Transport, header_value};
+use crate::http::{Call, PlainHttp, Reply, Resend, Transport, header_value};
 use crate::retry::RetryPolicy;
 
 /// A client for the panel endpoints (`/v1/billing/resellers/…`), authenticated with a panel
@@ -38,12 +38,31 @@ pub struct PanelClient {
 
 impl PanelClient {
     /// A client for the service at `base_url` (without `/v1`), not yet logged in.
+    ///
+    /// A plain `http://` URL is refused unless its host is loopback; see
+    /// [`new_allowing_plain_http`](Self::new_allowing_plain_http).
     pub fn new(base_url: impl Into<String>) -> Result<Self> {
+        Self::with_transport(Transport::new(&base_url.into(), PlainHttp::LoopbackOnly)?)
+    }
+
+    /// As [`new`](Self::new), also accepting plain `http://` to any host: the password and
+    /// session tokens then cross the network unencrypted. An explicit opt-in.
+    pub fn new_allowing_plain_http(base_url: impl Into<String>) -> Result<Self> {
+        Self::with_transport(Transport::new(&base_url.into(), PlainHttp::Allowed)?)
+    }
+
+    fn with_transport(transport: Transport) -> Result<Self> {
         Ok(Self {
-            transport: Transport::new(&base_url.into())?,
+            transport,
             session_token: None,
             session_expires_utc: None,
         })
+    }
+
+    /// The same client using a session token obtained earlier (`rps_…`).
+    pub fn using_session_token(mut self, session_token: impl Into<String>) -> Self {
+        self.session_token = Some(Secret::from_presented(session_token));
+        self
     }
 
     /// A client that uses a session token obtained earlier (`rps_…`), e.g. kept by a CLI.

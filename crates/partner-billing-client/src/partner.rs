@@ -11,7 +11,7 @@ use reqwest::header::HeaderMap;
 
 use crate::credentials::Credentials;
 use crate::error::{Error, Result};
-use crate::http::{Call, Reply, Resend, Transport, header_value};
+use crate::http::{Call, PlainHttp, Reply, Resend, Transport, header_value};
 use crate::retry::RetryPolicy;
 
 const PARTNER: [&str; 3] = ["v1", "billing", "partner"];
@@ -67,8 +67,29 @@ impl PartnerClient {
     ///
     /// Fails with [`Error::InvalidInput`] when the URL is not `http(s)`, carries user info, or
     /// the credentials cannot be sent as headers.
+    ///
+    /// A plain `http://` URL is refused unless its host is loopback (the secret would cross
+    /// the network in clear); see [`new_allowing_plain_http`](Self::new_allowing_plain_http).
     pub fn new(base_url: impl Into<String>, credentials: Credentials) -> Result<Self> {
-        let transport = Transport::new(&base_url.into())?;
+        Self::with_transport(
+            Transport::new(&base_url.into(), PlainHttp::LoopbackOnly)?,
+            credentials,
+        )
+    }
+
+    /// As [`new`](Self::new), also accepting plain `http://` to any host: the secret then
+    /// crosses the network unencrypted. An explicit opt-in, e.g. behind a TLS sidecar.
+    pub fn new_allowing_plain_http(
+        base_url: impl Into<String>,
+        credentials: Credentials,
+    ) -> Result<Self> {
+        Self::with_transport(
+            Transport::new(&base_url.into(), PlainHttp::Allowed)?,
+            credentials,
+        )
+    }
+
+    fn with_transport(transport: Transport, credentials: Credentials) -> Result<Self> {
         let mut auth_headers = HeaderMap::new();
         auth_headers.insert(
             "x-client-id",

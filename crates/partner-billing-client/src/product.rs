@@ -10,7 +10,7 @@ use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 use crate::error::{Error, Result};
-use crate::http::{Call, Reply, Resend, Transport, header_value};
+use crate::http::{Call, PlainHttp, Reply, Resend, Transport, header_value};
 use crate::partner::{Issued, resolve_idempotency_key};
 use crate::retry::RetryPolicy;
 
@@ -64,8 +64,29 @@ impl ProductClient {
     ///
     /// Fails with [`Error::InvalidInput`] when the URL is not `http(s)` or carries user info,
     /// or the token cannot be sent as a header.
+    ///
+    /// A plain `http://` URL is refused unless its host is loopback; see
+    /// [`new_allowing_plain_http`](Self::new_allowing_plain_http).
     pub fn new(base_url: impl Into<String>, operator_token: impl Into<String>) -> Result<Self> {
-        let transport = Transport::new(&base_url.into())?;
+        Self::with_transport(
+            Transport::new(&base_url.into(), PlainHttp::LoopbackOnly)?,
+            operator_token,
+        )
+    }
+
+    /// As [`new`](Self::new), also accepting plain `http://` to any host: the operator token
+    /// then crosses the network unencrypted. An explicit opt-in.
+    pub fn new_allowing_plain_http(
+        base_url: impl Into<String>,
+        operator_token: impl Into<String>,
+    ) -> Result<Self> {
+        Self::with_transport(
+            Transport::new(&base_url.into(), PlainHttp::Allowed)?,
+            operator_token,
+        )
+    }
+
+    fn with_transport(transport: Transport, operator_token: impl Into<String>) -> Result<Self> {
         let token = Secret::from_presented(operator_token);
         let mut auth_headers = HeaderMap::new();
         let bearer = format!("Bearer {}", token.expose());

@@ -8,7 +8,8 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use partner_billing::clock::Clock;
-use partner_billing::crypto::{MasterKey, default_master_key_path};
+use partner_billing::crypto::default_master_key_path;
+use partner_billing::key_check::{KeyFile, open_master_key};
 use partner_billing::store::Store;
 
 /// Serve the Partner Billing API.
@@ -97,16 +98,22 @@ where
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     install_panic_hook();
-    // The key is checked before anything else: a bad key stops the server now, not at the
-    // first promo request.
-    let (key_path, configured) = match &args.master_key_file {
-        Some(path) => (path.clone(), true),
-        None => (default_master_key_path(&args.database_url), false),
-    };
-    let master_key = MasterKey::load_or_create(&key_path, !configured)?;
     let store = Store::connect(&args.database_url, Clock::system())
         .await
-        .context("cannot open the database")?
+        .context("cannot open the database")?;
+    // The key is checked against the database before serving: a bad, exposed or foreign key
+    // stops the server now, not at the first promo request (DESIGN.md §19).
+    let (key_path, file) = match &args.master_key_file {
+        Some(path) => (path.clone(), KeyFile::Configured),
+        None => (
+            default_master_key_path(&args.database_url),
+            KeyFile::Default,
+        ),
+    };
+    let master_key = open_master_key(&store, &key_path, file)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("master key file {} is missing", key_path.display()))?;
+    let store = store
         .with_master_key(master_key)
         .with_group_commit(args.group_commit)
         .with_webhook_settings(partner_billing::webhooks::WebhookSettings {

@@ -32,9 +32,11 @@ fn refusal(req: &Request) -> Option<ApiError> {
         None
     };
     if let Some(detail) = server_to_server {
-        // These APIs are server-to-server: any browser marker is refused before credentials
-        // are looked at, so a leaked secret or token in a web page does nothing.
-        let browser = [header::ORIGIN.as_str(), "sec-fetch-site", "sec-fetch-mode"]
+        // These APIs are server-to-server: a browser's marks (`Origin`, `Sec-Fetch-Site`) are
+        // refused before credentials are looked at, so a leaked secret or token in a web page
+        // does nothing. `Sec-Fetch-Mode` alone is no browser: Node.js's `fetch` sends
+        // `Sec-Fetch-Mode: cors` on every request, and server-side Node clients must work.
+        let browser = [header::ORIGIN.as_str(), "sec-fetch-site"]
             .iter()
             .any(|name| req.headers().contains_key(*name));
         if browser {

@@ -8,6 +8,7 @@ mod auth;
 mod body;
 pub mod command;
 mod guard;
+mod headers;
 mod health;
 mod panel;
 mod partner;
@@ -178,6 +179,7 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
         .swagger_ui_html()
         .replace(&raw_spec, document.trim_end());
     let openapi_json = document.clone();
+    let docs_csp = headers::docs_csp(&swagger);
     Route::new()
         .nest("/", service)
         .at(
@@ -198,6 +200,10 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
         // hook of `command` logs where it happened, not what it said).
         .with(poem::middleware::CatchPanic::new().with_handler(panic_response))
         .around(|ep, req| async move { guard::guard(&ep, req).await })
+        .around(move |ep, req| {
+            let docs_csp = docs_csp.clone();
+            async move { headers::secure_headers(&ep, req, &docs_csp).await }
+        })
         .around(|ep, req| async move { Ok(log_request(&ep, req).await) })
         .boxed()
 }
@@ -343,6 +349,12 @@ async fn purge_periodically(store: Store) {
         ticks.tick().await;
         if let Err(err) = partner_billing::promo::purge_expired(&store).await {
             tracing::warn!(error = %err, "purge of expired recovery payloads failed");
+        }
+        if let Err(err) = partner_billing::throttle::purge_expired(&store).await {
+            tracing::warn!(error = %err, "purge of expired attempt counters failed");
+        }
+        if let Err(err) = store.checkpoint().await {
+            tracing::warn!(error = %err, "WAL checkpoint failed");
         }
     }
 }

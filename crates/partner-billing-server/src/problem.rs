@@ -153,6 +153,22 @@ impl From<Error> for ApiError {
                 }
                 error
             }
+            Error::RateLimited {
+                retry_after_seconds,
+            } => {
+                let mut error = Self::new(
+                    ErrorCode::RateLimited,
+                    "Too many attempts; retry after the time in Retry-After.",
+                );
+                if let Self::Problem { retry_after, .. } = &mut error {
+                    *retry_after = Some(retry_after_seconds);
+                }
+                error
+            }
+            Error::Overloaded => Self::new(
+                ErrorCode::ServiceUnavailable,
+                "Too many requests of this kind are waiting; retry shortly.",
+            ),
             Error::Unavailable(source) => {
                 tracing::warn!(error = %source, "database unavailable");
                 Self::new(
@@ -250,7 +266,7 @@ const DOCUMENTED: &[(u16, &str)] = &[
     ),
     (
         429,
-        "`Promo.TooManyAttempts` (with `Retry-After`, in seconds): too many failed redemptions for this login.",
+        "`Promo.TooManyAttempts` (with `Retry-After`, in seconds): too many failed redemptions for this login. `Request.RateLimited` (with `Retry-After`): too many failed sign-ins for this client id or address, or too many unknown logins for this account; nothing changed.",
     ),
     (
         500,

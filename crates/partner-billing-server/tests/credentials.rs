@@ -83,10 +83,14 @@ fn fixture() -> Fixture {
             )
             .await
             .expect("create reseller");
-            let session =
-                accounts::create_session(&store, client_id.as_str(), Password::presented(password))
-                    .await
-                    .expect("panel session");
+            let session = accounts::create_session(
+                &store,
+                client_id.as_str(),
+                Password::presented(password),
+                None,
+            )
+            .await
+            .expect("panel session");
             let account = accounts::authenticate_session(
                 &store,
                 &Secret::from_presented(session.session_token),

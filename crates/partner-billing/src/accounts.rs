@@ -1,5 +1,6 @@
 //! Reseller accounts: creation, standing, the panel password and panel sessions.
 
+use std::net::IpAddr;
 use std::sync::OnceLock;
 
 use argon2::Argon2;
@@ -11,6 +12,7 @@ use sqlx::Row;
 use crate::domain::{ClientId, Password, Secret, SecretKind};
 use crate::error::{Error, Result};
 use crate::store::Store;
+use crate::throttle;
 use crate::wire::{ResellerAccount, Session};
 
 /// How long a panel session lasts.
@@ -43,23 +45,22 @@ impl Standing {
     }
 }
 
-/// Argon2id with the crate's defaults, off the async executor.
+/// Argon2id with the crate's defaults, off the async executor (bounded: [`throttle::hashing`]).
 async fn hash_password(password: Password) -> Result<String> {
-    tokio::task::spawn_blocking(move || {
+    throttle::hashing(move || {
         let salt = SaltString::generate(&mut OsRng);
         Argon2::default()
             .hash_password(password.expose().as_bytes(), &salt)
             .map(|h| h.to_string())
             .map_err(|_| Error::Internal("password hashing failed".to_owned()))
     })
-    .await
-    .map_err(|_| Error::Internal("password hashing task failed".to_owned()))?
+    .await?
 }
 
 /// Verifies off the executor. An unknown account is checked against a fixed dummy hash, so
 /// that it costs the same time as a wrong password.
 async fn verify_password(password: Password, stored: Option<String>) -> Result<bool> {
-    tokio::task::spawn_blocking(move || {
+    throttle::hashing(move || {
         static DUMMY: OnceLock<String> = OnceLock::new();
         let dummy = DUMMY.get_or_init(|| {
             let salt = SaltString::generate(&mut OsRng);
@@ -79,7 +80,6 @@ async fn verify_password(password: Password, stored: Option<String>) -> Result<b
         ok && known
     })
     .await
-    .map_err(|_| Error::Internal("password verification task failed".to_owned()))
 }
 
 /// Creates a reseller account with its panel password; returns the new client id.
@@ -192,9 +192,53 @@ pub async fn set_password(store: &Store, client_id: &ClientId, password: Passwor
     Ok(())
 }
 
-/// Logs in to the panel. Unknown id, wrong password and suspended account are all
-/// [`Error::Unauthorized`], at the same cost.
-pub async fn create_session(store: &Store, client_id: &str, password: Password) -> Result<Session> {
+/// Logs in to the panel (the JSON API and the HTML panel both call this). Unknown id, wrong
+/// password and suspended account are all [`Error::Unauthorized`], at the same cost.
+///
+/// Throttled (DESIGN.md §19): failures count per client id and per `source` address; past
+/// 10 for the client id or 50 for the address within 15 minutes the answer is
+/// [`Error::RateLimited`] without the password being checked. Hashing is bounded
+/// ([`Error::Overloaded`] when too many wait).
+pub async fn create_session(
+    store: &Store,
+    client_id: &str,
+    password: Password,
+    source: Option<IpAddr>,
+) -> Result<Session> {
+    let address = source.map(|ip| ip.to_canonical().to_string());
+    throttle::check(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?;
+    if let Some(address) = &address {
+        throttle::check(store, throttle::SIGN_IN_PER_ADDRESS, address).await?;
+    }
+    let mut attempts =
+        vec![throttle::count(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?];
+    if let Some(address) = &address {
+        match throttle::count(store, throttle::SIGN_IN_PER_ADDRESS, address).await {
+            Ok(attempt) => attempts.push(attempt),
+            Err(err) => {
+                take_back(store, &attempts).await;
+                return Err(err);
+            }
+        }
+    }
+    let result = try_sign_in(store, client_id, password).await;
+    match &result {
+        // A failure stays counted; a success, or an answer that checked nothing, is taken back.
+        Err(Error::Unauthorized) => {}
+        _ => take_back(store, &attempts).await,
+    }
+    result
+}
+
+async fn take_back(store: &Store, attempts: &[throttle::Attempt]) {
+    for attempt in attempts {
+        if let Err(err) = attempt.take_back(store).await {
+            tracing::warn!(error = %err, "could not take back a sign-in attempt");
+        }
+    }
+}
+
+async fn try_sign_in(store: &Store, client_id: &str, password: Password) -> Result<Session> {
     let row = sqlx::query("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
         .bind(client_id)
         .fetch_optional(store.pool())

@@ -20,6 +20,9 @@ pub struct MasterKey {
     /// HMAC keyed with the lookup subkey, cloned per hash (saves the key schedule each time).
     lookup: Hmac<Sha256>,
     sealing: [u8; 32],
+    /// HMAC-SHA256(key, "partner-billing master key check"), hex: recorded in the database
+    /// the key belongs to (DESIGN.md §19). Reveals nothing of the key.
+    fingerprint: String,
 }
 
 /// Why the master key could not be used; stops the server at start.
@@ -36,6 +39,22 @@ pub enum MasterKeyError {
         "master key file {path} is malformed: it must hold 32 bytes (raw, or as 64 hex digits)"
     )]
     Malformed { path: String },
+    #[error(
+        "master key file {path} is readable by group or others (mode {mode:o}): run `chmod 600 {path}`"
+    )]
+    Exposed { path: String, mode: u32 },
+    #[error(
+        "master key file {path} holds another key than the one this database was set up with: \
+         use that key's file"
+    )]
+    Mismatch { path: String },
+    #[error(
+        "master key file {path} does not exist, and this database already has a master key: \
+         pass its file with --master-key-file"
+    )]
+    MissingForDatabase { path: String },
+    #[error("master key file {path} could not be checked against the database: {reason}")]
+    Database { path: String, reason: String },
 }
 
 /// A recovery payload could not be sealed or opened.
@@ -58,6 +77,7 @@ impl MasterKey {
             ))
             .expect("HMAC takes any key length"),
             sealing: derive(&master, b"partner-billing recovery payload v1"),
+            fingerprint: hex::encode(derive(&master, b"partner-billing master key check")),
         }
     }
 
@@ -76,6 +96,55 @@ impl MasterKey {
         <[u8; 32]>::try_from(decoded.as_slice())
             .ok()
             .map(Self::from_master)
+    }
+
+    /// The key's fingerprint, HMAC-SHA256(key, "partner-billing master key check") in hex.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Reads the key file, refusing one readable by group or others; `Ok(None)` when missing.
+    pub fn read_private(path: &Path) -> Result<Option<Self>, MasterKeyError> {
+        let shown = path.display().to_string();
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(MasterKeyError::Io {
+                    path: shown,
+                    source,
+                });
+            }
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path)
+                .map_err(|source| MasterKeyError::Io {
+                    path: shown.clone(),
+                    source,
+                })?
+                .permissions()
+                .mode()
+                & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(MasterKeyError::Exposed { path: shown, mode });
+            }
+        }
+        Self::from_file_contents(&bytes)
+            .map(Some)
+            .ok_or(MasterKeyError::Malformed { path: shown })
+    }
+
+    /// Writes a new random key to `path` (mode 0600); fails if the file exists.
+    pub fn create_file(path: &Path) -> Result<Self, MasterKeyError> {
+        let master = random_master();
+        write_private(path, &master).map_err(|source| MasterKeyError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        tracing::info!(path = %path.display(), "created a new master key");
+        Ok(Self::from_master(master))
     }
 
     /// Reads the key file; when it is missing and `create_if_missing`, writes a new random key

@@ -62,6 +62,13 @@ pub enum Error {
     /// `retry_after_seconds`.
     #[error("too many failed redemption attempts")]
     TooManyAttempts { retry_after_seconds: u64 },
+    /// Too many attempts of another kind (sign-in failures, unknown logins, §19): refused
+    /// without looking further; allowed again after `retry_after_seconds`.
+    #[error("too many attempts")]
+    RateLimited { retry_after_seconds: u64 },
+    /// Too much work of one kind is queued (password hashing); retry later.
+    #[error("too busy")]
+    Overloaded,
     /// An operator command named something that does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -99,7 +106,8 @@ impl Error {
             Self::CodeExhausted => ErrorCode::CodeExhausted,
             Self::AlreadyRedeemed => ErrorCode::AlreadyRedeemed,
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
-            Self::Unavailable(_) => ErrorCode::ServiceUnavailable,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::Unavailable(_) | Self::Overloaded => ErrorCode::ServiceUnavailable,
             Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
                 ErrorCode::InternalError
             }

@@ -23,6 +23,8 @@ pub mod events;
 #[cfg(feature = "db")]
 pub mod idempotency;
 #[cfg(feature = "db")]
+pub mod key_check;
+#[cfg(feature = "db")]
 pub mod keys;
 #[cfg(feature = "db")]
 pub mod licenses;
@@ -38,6 +40,8 @@ pub mod quota;
 pub mod redemption;
 #[cfg(feature = "db")]
 pub mod store;
+#[cfg(feature = "db")]
+pub mod throttle;
 #[cfg(feature = "db")]
 pub mod webhooks;
 

@@ -12,6 +12,7 @@ use crate::keys::PartnerAccount;
 use crate::plans::{PlanRow, find_plan, find_user};
 use crate::quota::{EntryKind, debit};
 use crate::store::{FaultPoint, Store, Tx};
+use crate::throttle;
 use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
 
 mod group;
@@ -50,6 +51,21 @@ pub async fn issue_license(
     account: &PartnerAccount,
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
+    let outcome = issue_license_once(store, account, request).await;
+    if let Err(Error::UnknownLogin) = outcome {
+        // No free oracle of registered logins (DESIGN.md §19): past 100 unknown logins an
+        // hour, the account is told to slow down instead.
+        let subject = account.account_id.to_string();
+        throttle::count(store, throttle::UNKNOWN_LOGIN_PER_ACCOUNT, &subject).await?;
+    }
+    outcome
+}
+
+async fn issue_license_once(
+    store: &Store,
+    account: &PartnerAccount,
+    request: IssueLicense,
+) -> Result<Outcome<License>> {
     let scope = Scope::Account(account.account_id);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
     if store.group_commit() {
@@ -66,7 +82,7 @@ pub async fn issue_license(
             Begun::Fresh(tx) => tx,
         };
     let result = async {
-        let target = Target::find(&mut tx, &request).await?;
+        let target = Target::find(&mut tx, account, &request).await?;
         write_license(store, &mut tx, account, &request, target, &fingerprint).await
     }
     .await;
@@ -92,10 +108,32 @@ struct Target {
 }
 
 impl Target {
-    /// Unknown plan, then unknown login.
-    async fn find(conn: &mut AnyConnection, request: &IssueLicense) -> Result<Self> {
+    /// Unknown plan, then unknown login. An unknown login with a balance below the cost is
+    /// [`Error::InsufficientQuota`], as a registered one would be: the answer never tells
+    /// whether a login is registered unless the request could have been charged.
+    async fn find(
+        conn: &mut AnyConnection,
+        account: &PartnerAccount,
+        request: &IssueLicense,
+    ) -> Result<Self> {
         let plan = find_plan(conn, &request.plan).await?;
-        let user_id = find_user(conn, &request.login).await?;
+        let user_id = match find_user(conn, &request.login).await {
+            Err(Error::UnknownLogin) => {
+                let remaining: Option<i64> = sqlx::query_scalar(
+                    "SELECT remaining FROM balances WHERE account_id = $1 AND plan_id = $2",
+                )
+                .bind(account.account_id)
+                .bind(plan.id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                return Err(if remaining.unwrap_or(0) < 1 {
+                    Error::InsufficientQuota
+                } else {
+                    Error::UnknownLogin
+                });
+            }
+            other => other?,
+        };
         Ok(Self { plan, user_id })
     }
 }

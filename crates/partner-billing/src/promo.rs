@@ -189,7 +189,7 @@ pub async fn generate_promo_batch(
     let fingerprint = Fingerprint::new("promo_batch", &[request.plan.as_str(), &count]);
     let scope = Scope::Account(account.account_id);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
-    let _permit = store.promo_permit().await?;
+    let _permit = store.promo_permit(account.account_id).await?;
     // A retry is answered from its record without drawing, hashing and sealing 1000 codes.
     if idempotency::has_outcome(store, scope, &request.idempotency_key).await? {
         match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)

@@ -18,6 +18,7 @@ use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::operators::OperatorIdentity;
 use crate::promo::normalize_code;
 use crate::store::{Store, Tx, is_unique_violation};
+use crate::throttle;
 use crate::wire::{RedeemPromoCodeRequest, RedeemedLicense};
 
 const SECONDS_PER_DAY: i64 = 86_400;
@@ -95,13 +96,41 @@ pub async fn redeem_promo_code(
         .fetch_optional(store.pool())
         .await?
         .ok_or(Error::UnknownLogin)?;
+    // A retry of a redemption that happened is answered from its record before any attempt
+    // limit is consulted (DESIGN.md §19): it guesses nothing.
+    let owner = operator.idempotency_scope();
+    if idempotency::has_outcome(store, Scope::Operator(&owner), &request.idempotency_key).await? {
+        return redeem_reserved(store, operator, &request, user_id).await;
+    }
     let attempt = attempts::reserve(store, user_id).await?;
+    // Failed guesses are bounded per operator token too, so spreading them over many logins
+    // does not multiply the limit.
+    let operator_attempt =
+        match throttle::count(store, throttle::FAILED_REDEMPTIONS_PER_OPERATOR, &owner).await {
+            Ok(counted) => counted,
+            Err(err) => {
+                attempt.release(store).await;
+                return Err(match err {
+                    Error::RateLimited {
+                        retry_after_seconds,
+                    } => Error::TooManyAttempts {
+                        retry_after_seconds,
+                    },
+                    other => other,
+                });
+            }
+        };
     let result = redeem_reserved(store, operator, &request, user_id).await;
     match &result {
         Err(err) if is_failed_guess(err) => {
             tracing::info!(operator = %operator.name, outcome = %err, "promo redemption refused");
         }
-        _ => attempt.release(store).await,
+        _ => {
+            attempt.release(store).await;
+            if let Err(err) = operator_attempt.take_back(store).await {
+                tracing::warn!(error = %err, "a redemption attempt could not be released");
+            }
+        }
     }
     result
 }

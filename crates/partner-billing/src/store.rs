@@ -4,7 +4,7 @@
 //! differs lives here: connection settings, how a write transaction begins, migrations, and how
 //! an idempotency key is locked across replicas.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,6 +56,7 @@ pub struct Store {
     promo_permits: Arc<tokio::sync::Semaphore>,
     webhooks: Arc<crate::webhooks::WebhookSettings>,
     webhook_wake: Arc<tokio::sync::Notify>,
+    account_promo_permits: Arc<Mutex<HashMap<i64, Arc<tokio::sync::Semaphore>>>>,
     #[cfg(feature = "fault-injection")]
     faults: Arc<Mutex<Vec<FaultPoint>>>,
 }
@@ -150,6 +151,11 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// them one at a time anyway, so more in parallel only hold memory while they queue.
 const PROMO_BATCHES_AT_ONCE: usize = 4;
 
+/// Promo batches of one account generated at once per process: below the global count, so
+/// one account's batches never hold every slot and other accounts are not queued behind
+/// them (DESIGN.md §19). An account's further batches wait holding no global slot.
+pub const PROMO_BATCHES_PER_ACCOUNT: usize = 2;
+
 /// SQLite connections: one writes at a time whatever the count, and each costs a thread, its
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
 const SQLITE_CONNECTIONS: u32 = 4;
@@ -170,6 +176,9 @@ impl Store {
             }
             _ => database_url.to_owned(),
         };
+        if backend == Backend::Sqlite {
+            create_private_sqlite_file(database_url)?;
+        }
         let options = AnyConnectOptions::from_str(&url).map_err(|e| {
             Error::Internal(format!("invalid database URL: {}", redact_url_error(&e)))
         })?;
@@ -188,6 +197,9 @@ impl Store {
                             // 1 MiB of page cache per connection (SQLite's default is 2 MiB).
                             conn.execute("PRAGMA cache_size = -1024").await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
+                            // The WAL is cut back to 64 MiB after each checkpoint, so sustained
+                            // batch load never leaves it at gigabytes (DESIGN.md §19).
+                            conn.execute("PRAGMA journal_size_limit = 67108864").await?;
                             Ok(())
                         })
                     })
@@ -220,6 +232,7 @@ impl Store {
             promo_permits: Arc::new(tokio::sync::Semaphore::new(PROMO_BATCHES_AT_ONCE)),
             webhooks: Arc::default(),
             webhook_wake: Arc::default(),
+            account_promo_permits: Arc::default(),
             #[cfg(feature = "fault-injection")]
             faults: Arc::default(),
         })
@@ -272,12 +285,25 @@ impl Store {
         self.license_groups.stats()
     }
 
-    /// Waits for a turn to generate a promo batch (see [`PROMO_BATCHES_AT_ONCE`]).
-    pub(crate) async fn promo_permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
-        self.promo_permits
-            .acquire()
-            .await
-            .map_err(|_| Error::Internal("promo permits closed".to_owned()))
+    /// Waits for a turn to generate a promo batch: first one of the account's
+    /// [`PROMO_BATCHES_PER_ACCOUNT`], then one of the process's [`PROMO_BATCHES_AT_ONCE`].
+    pub(crate) async fn promo_permit(&self, account_id: i64) -> Result<PromoPermit<'_>> {
+        let closed = |_| Error::Internal("promo permits closed".to_owned());
+        let account = {
+            let mut map = self
+                .account_promo_permits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            Arc::clone(map.entry(account_id).or_insert_with(|| {
+                Arc::new(tokio::sync::Semaphore::new(PROMO_BATCHES_PER_ACCOUNT))
+            }))
+        };
+        let account = account.acquire_owned().await.map_err(closed)?;
+        let global = self.promo_permits.acquire().await.map_err(closed)?;
+        Ok(PromoPermit {
+            _account: account,
+            _global: global,
+        })
     }
 
     pub(crate) fn license_groups(&self) -> &LicenseGroups {
@@ -345,6 +371,17 @@ impl Store {
         })
     }
 
+    /// Moves the SQLite WAL into the database and truncates it (a no-op on PostgreSQL); run
+    /// now and then, so that the WAL stays small between the automatic checkpoints.
+    pub async fn checkpoint(&self) -> Result<()> {
+        if self.backend == Backend::Sqlite {
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Whether the database answers.
     pub async fn ping(&self) -> Result<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
@@ -371,6 +408,13 @@ impl Store {
     }
 }
 
+/// A turn to generate a promo batch: the account's slot and a global one, released on drop.
+#[derive(Debug)]
+pub(crate) struct PromoPermit<'a> {
+    _account: tokio::sync::OwnedSemaphorePermit,
+    _global: tokio::sync::SemaphorePermit<'a>,
+}
+
 /// Releases an in-flight claim when dropped, however the request ends.
 #[derive(Debug)]
 pub(crate) struct InFlightGuard {
@@ -384,6 +428,35 @@ impl Drop for InFlightGuard {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&self.entry);
+    }
+}
+
+/// Creates a missing SQLite database file empty with mode 0600 before SQLite opens it: SQLite
+/// then creates its `-wal` and `-shm` files with the database file's mode, so every file of
+/// the database is private (DESIGN.md §19). An existing file is left as it is.
+fn create_private_sqlite_file(database_url: &str) -> Result<()> {
+    let Some(path) = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest))
+    else {
+        return Ok(());
+    };
+    if path.is_empty() || path.starts_with(':') || database_url.contains("mode=memory") {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        // A directory that does not exist: SQLite reports it in its own words.
+        Err(_) => Ok(()),
     }
 }
 

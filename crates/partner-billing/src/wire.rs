@@ -359,13 +359,14 @@ pub enum ErrorCode {
     CodeExhausted,
     AlreadyRedeemed,
     TooManyAttempts,
+    RateLimited,
     ServiceUnavailable,
     InternalError,
 }
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -388,6 +389,7 @@ impl ErrorCode {
         Self::CodeExhausted,
         Self::AlreadyRedeemed,
         Self::TooManyAttempts,
+        Self::RateLimited,
         Self::ServiceUnavailable,
         Self::InternalError,
     ];
@@ -417,6 +419,7 @@ impl ErrorCode {
             Self::CodeExhausted => "Promo.CodeExhausted",
             Self::AlreadyRedeemed => "Promo.AlreadyRedeemed",
             Self::TooManyAttempts => "Promo.TooManyAttempts",
+            Self::RateLimited => "Request.RateLimited",
             Self::ServiceUnavailable => "Service.Unavailable",
             Self::InternalError => "Internal.Error",
         }
@@ -445,7 +448,7 @@ impl ErrorCode {
             Self::ApiKeyNotFound | Self::WebhookEndpointNotFound | Self::CodeNotFound => 404,
             Self::PromoCodesExpired | Self::CodeExpired => 410,
             Self::PromoGenerationFailed | Self::InternalError => 500,
-            Self::TooManyAttempts => 429,
+            Self::TooManyAttempts | Self::RateLimited => 429,
             Self::ServiceUnavailable => 503,
         }
     }
@@ -475,6 +478,7 @@ impl ErrorCode {
             Self::CodeExhausted => "Promo code used up",
             Self::AlreadyRedeemed => "Promo code already redeemed by this login",
             Self::TooManyAttempts => "Too many failed redemption attempts",
+            Self::RateLimited => "Too many attempts",
             Self::ServiceUnavailable => "Service unavailable",
             Self::InternalError => "Internal error",
         }

@@ -89,7 +89,7 @@ pub(crate) async fn issue(
     // then only holds the lock-taking part of each request.
     let target = {
         let mut conn = store.pool().acquire().await?;
-        Target::find(&mut conn, &request).await?
+        Target::find(&mut conn, account, &request).await?
     };
     let group = match store.backend() {
         Backend::Postgres => account.account_id,
