@@ -1,6 +1,7 @@
 //! End-to-end tests: the real server, driven over HTTP, on SQLite and (with
 //! `PARTNER_BILLING_TEST_POSTGRES_URL`) PostgreSQL.
 
+mod abuse;
 mod auth;
 mod browser;
 mod cli;
@@ -11,6 +12,7 @@ mod hygiene;
 mod isolation;
 mod keys;
 mod licenses;
+mod master_key;
 mod outage;
 mod product;
 mod promo;
