@@ -228,7 +228,7 @@ impl TestApp {
     pub fn process_replicas(&self, n: usize) -> ProcessReplicas {
         let dir = TempDir::new();
         let key_file = dir.path.join("master.key");
-        std::fs::write(&key_file, hex::encode(self.master_key)).expect("write master key");
+        write_private(&key_file, hex::encode(self.master_key).as_bytes());
         let key_file = key_file.display().to_string();
         let servers = (0..n)
             .map(|_| {
@@ -379,6 +379,16 @@ impl ProcessReplicas {
     /// The base URL of each process.
     pub fn base_urls(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.base_url.clone()).collect()
+    }
+}
+
+/// Writes a file readable by its owner only (mode 0600), as a master key file must be.
+pub fn write_private(path: &std::path::Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).expect("write private file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
     }
 }
 

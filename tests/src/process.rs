@@ -89,6 +89,11 @@ impl ServerProcess {
         server
     }
 
+    /// The process id, e.g. to read its memory use from `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: the process dies wherever it is, mid-transaction included.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -116,6 +116,9 @@ impl MasterKey {
                 });
             }
         };
+        let key = Self::from_file_contents(&bytes).ok_or(MasterKeyError::Malformed {
+            path: shown.clone(),
+        })?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -131,9 +134,7 @@ impl MasterKey {
                 return Err(MasterKeyError::Exposed { path: shown, mode });
             }
         }
-        Self::from_file_contents(&bytes)
-            .map(Some)
-            .ok_or(MasterKeyError::Malformed { path: shown })
+        Ok(Some(key))
     }
 
     /// Writes a new random key to `path` (mode 0600); fails if the file exists.

@@ -158,16 +158,50 @@ fn hashing_slots() -> usize {
 /// Hash requests allowed to wait for a slot; one more is [`Error::Overloaded`].
 pub const MAX_WAITING_HASHES: usize = 64;
 
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The hashing threads, one per slot, and the count of requests waiting for a slot.
+///
+/// Dedicated threads rather than `spawn_blocking`: Argon2 allocates 19 MiB per run, and the
+/// allocator keeps such a block cached per thread that ran it. The blocking pool hands runs to
+/// ever new threads, so 500 concurrent sign-ins left over 500 MiB cached (measured); a fixed
+/// thread per slot keeps that to one block per core.
 struct HashingGate {
     permits: Arc<tokio::sync::Semaphore>,
     waiting: AtomicUsize,
+    jobs: std::sync::mpsc::Sender<Job>,
 }
 
 fn gate() -> &'static HashingGate {
     static GATE: OnceLock<HashingGate> = OnceLock::new();
-    GATE.get_or_init(|| HashingGate {
-        permits: Arc::new(tokio::sync::Semaphore::new(hashing_slots())),
-        waiting: AtomicUsize::new(0),
+    GATE.get_or_init(|| {
+        let slots = hashing_slots();
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let queue = Arc::new(std::sync::Mutex::new(queue));
+        for n in 0..slots {
+            let queue = Arc::clone(&queue);
+            let spawned = std::thread::Builder::new()
+                .name(format!("password-hash-{n}"))
+                .spawn(move || {
+                    loop {
+                        let job = match queue.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+                            Ok(job) => job,
+                            Err(_) => return,
+                        };
+                        // A panicking job answers nothing (its caller sees an internal
+                        // error); the thread goes on serving.
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    }
+                });
+            if let Err(err) = spawned {
+                tracing::error!(error = %err, "could not start a password hashing thread");
+            }
+        }
+        HashingGate {
+            permits: Arc::new(tokio::sync::Semaphore::new(slots)),
+            waiting: AtomicUsize::new(0),
+            jobs,
+        }
     })
 }
 
@@ -180,9 +214,9 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// Runs `work` (a password hash or verification) on the blocking pool, at most one per core
-/// at once process-wide; with [`MAX_WAITING_HASHES`] already waiting, `Err(Overloaded)` at
-/// once. Each Argon2 run holds its memory (19 MiB by default) only while it has a slot.
+/// Runs `work` (a password hash or verification) off the async executor, on one of the
+/// hashing threads: at most one per core at once, process-wide; with [`MAX_WAITING_HASHES`]
+/// already waiting, `Err(Overloaded)` at once.
 pub async fn hashing<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     let gate = gate();
     let permit = match Arc::clone(&gate.permits).try_acquire_owned() {
@@ -199,11 +233,16 @@ pub async fn hashing<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
                 .map_err(|_| Error::Internal("hashing gate closed".to_owned()))?
         }
     };
-    tokio::task::spawn_blocking(move || {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job: Job = Box::new(move || {
         let value = work();
         drop(permit);
-        value
-    })
-    .await
-    .map_err(|_| Error::Internal("password hashing task failed".to_owned()))
+        let _ = reply.send(value);
+    });
+    gate.jobs
+        .send(job)
+        .map_err(|_| Error::Internal("password hashing threads stopped".to_owned()))?;
+    answer
+        .await
+        .map_err(|_| Error::Internal("password hashing task failed".to_owned()))
 }

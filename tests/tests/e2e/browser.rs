@@ -18,7 +18,7 @@ async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
     for (i, (name, value)) in [
         ("Origin", "https://shop.example"),
         ("Sec-Fetch-Site", "cross-site"),
-        ("Sec-Fetch-Mode", "cors"),
+        ("Sec-Fetch-Site", "same-origin"),
         ("Origin", "null"),
     ]
     .into_iter()
@@ -45,6 +45,16 @@ async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
         assert_eq!(anonymous.status(), 403, "{name} without credentials");
     }
     assert_eq!(app.balance(&r, "pro").await, Some(3));
+    // `Sec-Fetch-Mode` alone is no browser: Node.js's fetch sends it on every request.
+    let response = app
+        .partner(Method::POST, "/v1/billing/partner/licenses", &r)
+        .header("Sec-Fetch-Mode", "cors")
+        .json(&json!({"planSlug":"pro","login":"alice","idempotencyKey":"node-mode-only"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "Sec-Fetch-Mode alone");
+    assert_eq!(app.balance(&r, "pro").await, Some(2));
     // The panel refuses cross-site requests.
     let response = app
         .http

@@ -184,7 +184,10 @@ async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
     let (url, _db_dir) = fresh_database(&db).await;
     let dir = TempDir::new();
     let key_file = dir.path.join("master.key");
-    std::fs::write(&key_file, hex::encode(rand::random::<[u8; 32]>())).unwrap();
+    partner_billing_tests::write_private(
+        &key_file,
+        hex::encode(rand::random::<[u8; 32]>()).as_bytes(),
+    );
     let key_file = key_file.display().to_string();
     let password = "crash test password";
     let client_id = {

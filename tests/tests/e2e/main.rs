@@ -1,6 +1,7 @@
 //! End-to-end tests: the real server, driven over HTTP, on SQLite and (with
 //! `PARTNER_BILLING_TEST_POSTGRES_URL`) PostgreSQL.
 
+mod abuse;
 mod auth;
 mod browser;
 mod cli;
@@ -12,6 +13,7 @@ mod isolation;
 mod key_roll;
 mod keys;
 mod licenses;
+mod master_key;
 mod outage;
 mod product;
 mod promo;
