@@ -138,6 +138,8 @@ impl Drop for TempDir {
 /// A running server and direct access to its store (for operator set-up and for checks).
 pub struct TestApp {
     pub base_url: String,
+    /// The server's own metrics listener (`GET /metrics`).
+    pub metrics_url: String,
     pub database_url: String,
     pub store: Store,
     pub http: reqwest::Client,
@@ -201,16 +203,28 @@ impl TestApp {
             .await
             .expect("bind");
         let base_url = format!("http://{}", listener.local_addr().expect("address"));
+        let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let metrics_url = format!(
+            "http://{}/metrics",
+            metrics_listener.local_addr().expect("address")
+        );
         let (tx, rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(partner_billing_server::serve(
+        let server = tokio::spawn(partner_billing_server::serve_with(
             listener,
             store.clone(),
             async {
                 let _ = rx.await;
             },
+            partner_billing_server::ServeOptions {
+                metrics_listener: Some(metrics_listener),
+                ..Default::default()
+            },
         ));
         Self {
             base_url,
+            metrics_url,
             database_url,
             store,
             http: reqwest::Client::new(),
@@ -238,6 +252,11 @@ impl TestApp {
             })
             .collect();
         ProcessReplicas { servers, _dir: dir }
+    }
+
+    /// The master key's bytes, for a server process over this app's database.
+    pub fn master_key(&self) -> [u8; 32] {
+        self.master_key
     }
 
     pub fn url(&self, path: &str) -> String {

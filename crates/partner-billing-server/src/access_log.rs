@@ -13,6 +13,7 @@ pub async fn log_request<E: Endpoint>(ep: &E, req: Request) -> Response {
     let method = req.method().clone();
     let route = route::template(req.uri().path());
     let started = Instant::now();
+    tracing::debug!(%method, route, "request started");
     let response = match ep.call(req).await {
         Ok(r) => r.into_response(),
         Err(e) => e.into_response(),

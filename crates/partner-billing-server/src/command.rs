@@ -46,7 +46,12 @@ struct Args {
     metrics_listen: Option<String>,
     /// Log lines as `text` or `json` (one object per line); `PARTNER_BILLING_LOG` sets the
     /// filter.
-    #[arg(long, env = "PARTNER_BILLING_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     log_format: LogFormat,
     /// Most client connections open at once; more wait until one closes.
     #[arg(long, env = "PARTNER_BILLING_MAX_CONNECTIONS", default_value_t = 4096)]

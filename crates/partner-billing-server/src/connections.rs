@@ -78,7 +78,12 @@ impl<A: Acceptor> Acceptor for GuardedAcceptor<A> {
             .await
             .map_err(std::io::Error::other)?;
         let (io, local, remote, scheme) = self.inner.accept().await?;
-        Ok((GuardedStream::new(io, permit, self.limits), local, remote, scheme))
+        Ok((
+            GuardedStream::new(io, permit, self.limits),
+            local,
+            remote,
+            scheme,
+        ))
     }
 }
 

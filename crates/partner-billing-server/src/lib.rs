@@ -8,6 +8,7 @@ mod access_log;
 mod auth;
 mod body;
 pub mod command;
+mod connections;
 mod guard;
 mod health;
 pub mod logging;
@@ -19,7 +20,6 @@ mod product;
 pub mod request_id;
 mod route;
 mod serve;
-mod connections;
 
 use std::time::Duration;
 

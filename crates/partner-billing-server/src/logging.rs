@@ -64,9 +64,17 @@ where
         line.insert("timestamp".to_owned(), timestamp.into());
         line.insert(
             "level".to_owned(),
-            event.metadata().level().as_str().to_ascii_lowercase().into(),
+            event
+                .metadata()
+                .level()
+                .as_str()
+                .to_ascii_lowercase()
+                .into(),
         );
-        line.insert("message".to_owned(), fields.message.unwrap_or_default().into());
+        line.insert(
+            "message".to_owned(),
+            fields.message.unwrap_or_default().into(),
+        );
         line.insert(
             "requestId".to_owned(),
             request_id.map_or(Value::Null, Value::from),

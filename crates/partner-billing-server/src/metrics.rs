@@ -126,8 +126,7 @@ impl Metrics {
             requests.clone(),
         );
         let durations = Family::<RouteLabels, Histogram>::new_with_constructor(
-            (|| Histogram::new(exponential_buckets(0.001, 2.0, 15)))
-                as fn() -> Histogram,
+            (|| Histogram::new(exponential_buckets(0.001, 2.0, 15))) as fn() -> Histogram,
         );
         registry.register(
             "http_server_request_duration_seconds",
@@ -274,7 +273,9 @@ impl Metrics {
         let idle = i64::try_from(pool.num_idle()).unwrap_or(i64::MAX);
         let max = i64::from(pool.options().get_max_connections());
         let gauges = &self.inner.pool_connections;
-        gauges.get_or_create(&StateLabel { state: "idle" }).set(idle);
+        gauges
+            .get_or_create(&StateLabel { state: "idle" })
+            .set(idle);
         gauges
             .get_or_create(&StateLabel { state: "in_use" })
             .set((size - idle).max(0));
@@ -306,7 +307,11 @@ fn to_prometheus_text(open_metrics: &str) -> String {
         match descriptor {
             Some((prefix, rest)) => {
                 let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                let suffix = if counters.contains(&name) { "_total" } else { "" };
+                let suffix = if counters.contains(&name) {
+                    "_total"
+                } else {
+                    ""
+                };
                 text.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
             }
             None => {

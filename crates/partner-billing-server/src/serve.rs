@@ -85,7 +85,8 @@ pub async fn serve_with(
         }
         None => None,
     };
-    let acceptor = GuardedAcceptor::new(TcpAcceptor::from_tokio(listener)?, max_connections, limits);
+    let acceptor =
+        GuardedAcceptor::new(TcpAcceptor::from_tokio(listener)?, max_connections, limits);
     let result = Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(
             app(AppState { store, metrics }),

@@ -11,6 +11,7 @@ mod hygiene;
 mod isolation;
 mod keys;
 mod licenses;
+mod operations;
 mod outage;
 mod product;
 mod promo;
