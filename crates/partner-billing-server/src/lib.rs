@@ -8,7 +8,7 @@ mod access_log;
 mod auth;
 mod body;
 pub mod command;
-mod connections;
+pub mod connections;
 mod guard;
 mod health;
 pub mod logging;

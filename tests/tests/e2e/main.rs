@@ -18,4 +18,5 @@ mod promo;
 mod redemption;
 mod redemption_limits;
 mod replicas;
+mod slow_clients;
 mod startup;
