@@ -8,6 +8,7 @@
 
 mod admin;
 mod args;
+mod generate;
 mod input;
 mod keys;
 mod output;
@@ -18,7 +19,7 @@ mod session;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::output::Output;
 
@@ -58,6 +59,10 @@ enum Command {
     Promo(promo::PromoArgs),
     /// Manages the account's API keys through a reseller panel session.
     Keys(keys::KeysArgs),
+    /// Prints a shell completion script: `partner-billing completions bash|zsh|fish`.
+    Completions(generate::CompletionsArgs),
+    /// Prints the man page (roff): `partner-billing man > partner-billing.1`.
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -92,6 +97,8 @@ fn main() -> ExitCode {
                 let base_url = args.remote.resolve(cli.base_url);
                 keys::run(&base_url, args, out).await
             }
+            Command::Completions(args) => generate::completions(Cli::command(), &args),
+            Command::Man => generate::man(Cli::command()),
         }
     });
     match result {
