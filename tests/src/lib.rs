@@ -48,8 +48,15 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
             let url = format!("sqlite://{}", dir.path.join("billing.db").display());
             (url, Some(dir))
         }
-        Db::Postgres(admin_url) => {
+        Db::Postgres(url) => {
             use sqlx::Connection;
+            // Test traffic goes to `url`; databases are created over a direct connection when
+            // `PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL` names one (a pooler such as PgBouncer
+            // in front of `url` passes every database name through).
+            let admin_url = &std::env::var("PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL")
+                .ok()
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| url.clone());
             drop_leftover_databases(admin_url).await;
             // The creation time in the name lets a later run tell abandoned databases from
             // those of a run still going.
@@ -61,10 +68,7 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
                 .execute(&mut conn)
                 .await
                 .expect("create test database");
-            let base = admin_url
-                .rsplit_once('/')
-                .map(|(b, _)| b)
-                .unwrap_or(admin_url);
+            let base = url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url);
             (format!("{base}/{name}"), None)
         }
     }
