@@ -49,8 +49,15 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
             let url = format!("sqlite://{}", dir.path.join("billing.db").display());
             (url, Some(dir))
         }
-        Db::Postgres(admin_url) => {
+        Db::Postgres(url) => {
             use sqlx::Connection;
+            // Test traffic goes to `url`; databases are created over a direct connection when
+            // `PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL` names one (a pooler such as PgBouncer
+            // in front of `url` passes every database name through).
+            let admin_url = &std::env::var("PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL")
+                .ok()
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| url.clone());
             drop_leftover_databases(admin_url).await;
             // The creation time in the name lets a later run tell abandoned databases from
             // those of a run still going.
@@ -62,10 +69,7 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
                 .execute(&mut conn)
                 .await
                 .expect("create test database");
-            let base = admin_url
-                .rsplit_once('/')
-                .map(|(b, _)| b)
-                .unwrap_or(admin_url);
+            let base = url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url);
             (format!("{base}/{name}"), None)
         }
     }
@@ -139,6 +143,8 @@ impl Drop for TempDir {
 /// A running server and direct access to its store (for operator set-up and for checks).
 pub struct TestApp {
     pub base_url: String,
+    /// The server's own metrics listener (`GET /metrics`).
+    pub metrics_url: String,
     pub database_url: String,
     pub store: Store,
     pub http: reqwest::Client,
@@ -203,16 +209,28 @@ impl TestApp {
             .await
             .expect("bind");
         let base_url = format!("http://{}", listener.local_addr().expect("address"));
+        let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let metrics_url = format!(
+            "http://{}/metrics",
+            metrics_listener.local_addr().expect("address")
+        );
         let (tx, rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(partner_billing_server::serve(
+        let server = tokio::spawn(partner_billing_server::serve_with(
             listener,
             store.clone(),
             async {
                 let _ = rx.await;
             },
+            partner_billing_server::ServeOptions {
+                metrics_listener: Some(metrics_listener),
+                ..Default::default()
+            },
         ));
         Self {
             base_url,
+            metrics_url,
             database_url,
             store,
             http: reqwest::Client::new(),
@@ -240,6 +258,11 @@ impl TestApp {
             })
             .collect();
         ProcessReplicas { servers, _dir: dir }
+    }
+
+    /// The master key's bytes, for a server process over this app's database.
+    pub fn master_key(&self) -> [u8; 32] {
+        self.master_key
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -25,6 +25,8 @@ pub fn binary(name: &str) -> PathBuf {
 pub struct ServerProcess {
     child: Child,
     pub base_url: String,
+    /// Every line the server writes on stdout, in order.
+    log: std::sync::mpsc::Receiver<String>,
 }
 
 impl ServerProcess {
@@ -64,23 +66,30 @@ impl ServerProcess {
             .expect("start server");
         let stdout = child.stdout.take().expect("server stdout");
         let (tx, rx) = std::sync::mpsc::channel();
+        let (log_tx, log) = std::sync::mpsc::channel();
         // Reads the log until the address shows, then keeps draining it so the server never
         // blocks on a full pipe.
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = strip_ansi(&line).split("address=").nth(1) {
+                let _ = log_tx.send(strip_ansi(&line));
+                let line = strip_ansi(&line);
+                if let Some(rest) = line.split(" address=").nth(1) {
                     let _ = tx.send(
                         rest.split_whitespace()
                             .next()
                             .unwrap_or_default()
                             .to_owned(),
                     );
+                } else if let Some(rest) = line.split("\"address\":\"").nth(1) {
+                    // `--log-format json`
+                    let _ = tx.send(rest.split('"').next().unwrap_or_default().to_owned());
                 }
             }
         });
         let mut server = Self {
             child,
             base_url: String::new(),
+            log,
         };
         let address = rx
             .recv_timeout(Duration::from_secs(60))
@@ -92,6 +101,19 @@ impl ServerProcess {
     /// The process id, e.g. to read its memory use from `/proc`.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits (bounded) for a log line containing `text`; returns it.
+    pub fn wait_for_log(&self, text: &str, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return Some(line),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
     }
 
     /// SIGKILL: the process dies wherever it is, mid-transaction included.

@@ -8,6 +8,7 @@
 
 mod admin;
 mod args;
+mod generate;
 mod input;
 mod keys;
 mod output;
@@ -19,7 +20,7 @@ mod webhooks;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::output::Output;
 
@@ -63,6 +64,10 @@ enum Command {
     Webhooks(webhooks::WebhooksArgs),
     /// Sets low-balance alerts through a reseller panel session.
     Alerts(webhooks::AlertsArgs),
+    /// Prints a shell completion script: `partner-billing completions bash|zsh|fish`.
+    Completions(generate::CompletionsArgs),
+    /// Prints the man page (roff): `partner-billing man > partner-billing.1`.
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,8 @@ fn main() -> ExitCode {
                 let base_url = args.remote.resolve(cli.base_url);
                 webhooks::run_alerts(&base_url, args, out).await
             }
+            Command::Completions(args) => generate::completions(Cli::command(), &args),
+            Command::Man => generate::man(Cli::command()),
         }
     });
     match result {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+
+use crate::ServeOptions;
+use crate::logging::LogFormat;
 
 use partner_billing::clock::Clock;
 use partner_billing::crypto::default_master_key_path;
@@ -60,6 +62,21 @@ struct Args {
         default_missing_value = "true"
     )]
     webhook_allow_insecure: bool,
+    /// Serve `GET /metrics` (Prometheus text format) on this address, apart from the API.
+    #[arg(long, env = "PARTNER_BILLING_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Log lines as `text` or `json` (one object per line); `PARTNER_BILLING_LOG` sets the
+    /// filter.
+    #[arg(
+        long,
+        env = "PARTNER_BILLING_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: LogFormat,
+    /// Most client connections open at once; more wait until one closes.
+    #[arg(long, env = "PARTNER_BILLING_MAX_CONNECTIONS", default_value_t = 4096)]
+    max_connections: usize,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -90,13 +107,7 @@ where
         print!("{}", crate::openapi_document());
         return Ok(());
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("PARTNER_BILLING_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    crate::logging::init(args.log_format);
     install_panic_hook();
     let store = Store::connect(&args.database_url, Clock::system())
         .await
@@ -123,9 +134,24 @@ where
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let metrics_listener = match &args.metrics_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen for metrics on {address}"))?;
+            tracing::info!(metrics_address = %listener.local_addr()?, "metrics listening");
+            Some(listener)
+        }
+        None => None,
+    };
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
     tracing::info!(address = %listener.local_addr()?, backend = ?store.backend(), "partner-billing-server listening");
-    crate::serve(listener, store.clone(), shutdown).await?;
+    let options = ServeOptions {
+        metrics_listener,
+        max_connections: args.max_connections,
+        ..ServeOptions::default()
+    };
+    crate::serve_with(listener, store.clone(), shutdown, options).await?;
     store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -4,25 +4,30 @@
 //! bound (tests bind port 0); [`openapi_document`] is the published contract.
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod auth;
 mod body;
 pub mod command;
+pub mod connections;
 mod guard;
 mod headers;
 mod health;
+pub mod logging;
+pub mod metrics;
 mod panel;
 mod partner;
 mod problem;
 mod product;
+pub mod request_id;
+mod route;
+mod serve;
 mod webhook_worker;
 mod webhooks;
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use poem::endpoint::BoxEndpoint;
-use poem::listener::TcpAcceptor;
-use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, Server};
+use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route};
 use poem_openapi::{OpenApiService, Tags};
 use serde_json::Value;
 
@@ -30,13 +35,18 @@ use partner_billing::store::Store;
 use partner_billing::wire::ErrorCode;
 
 pub use body::MAX_BODY_BYTES;
+pub use metrics::Metrics;
 pub use problem::{ApiError, PROBLEM_JSON, WWW_AUTHENTICATE, unauthorized_response};
+pub use serve::{ServeOptions, serve, serve_with};
 
-/// What every handler shares: the store. Passed as poem `Data`, so the API structs stay free of
-/// state and the document can be built without a database.
+/// What every handler shares: the store and the app's metrics. Passed as poem `Data`, so the
+/// API structs stay free of state and the document can be built without a database.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    /// The app's own registry (one per app instance): for workers that count what no request
+    /// answer shows (webhook deliveries, the outbox, panel sign-ins).
+    pub metrics: Metrics,
 }
 
 #[derive(Tags)]
@@ -172,6 +182,7 @@ pub fn openapi_document() -> String {
 
 /// The whole service for one store.
 pub fn app(state: AppState) -> BoxEndpoint<'static> {
+    let metrics = state.metrics.clone();
     let service = service();
     let raw_spec = service.spec();
     let document = openapi_document();
@@ -204,7 +215,15 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
             let docs_csp = docs_csp.clone();
             async move { headers::secure_headers(&ep, req, &docs_csp).await }
         })
-        .around(|ep, req| async move { Ok(log_request(&ep, req).await) })
+        .around(|ep, req| async move { Ok(add_allow_header(&ep, req).await) })
+        // Operations, once for every route: the access log inside the request's span, the
+        // metrics around it, and the request id outermost, so every line and answer has it.
+        .around(|ep, req| async move { Ok(access_log::log_request(&ep, req).await) })
+        .around(move |ep, req| {
+            let metrics = metrics.clone();
+            async move { Ok(metrics::count_request(&metrics, &ep, req).await) }
+        })
+        .around(|ep, req| async move { Ok(request_id::with_request_id(&ep, req).await) })
         .boxed()
 }
 
@@ -291,11 +310,9 @@ fn error_response(err: poem::Error) -> Response {
     err.into_response()
 }
 
-/// One line per request: method, path, status, time. Never headers or bodies.
-async fn log_request<E: Endpoint>(ep: &E, req: poem::Request) -> Response {
-    let method = req.method().clone();
+/// Adds `Allow` to 405 answers (RFC 9110).
+async fn add_allow_header<E: Endpoint>(ep: &E, req: poem::Request) -> Response {
     let path = req.uri().path().to_owned();
-    let started = Instant::now();
     let mut response = match ep.call(req).await {
         Ok(r) => r.into_response(),
         Err(e) => e.into_response(),
@@ -307,43 +324,14 @@ async fn log_request<E: Endpoint>(ep: &E, req: poem::Request) -> Response {
             .headers_mut()
             .insert(poem::http::header::ALLOW, allow);
     }
-    tracing::info!(
-        %method,
-        path = %path,
-        status = response.status().as_u16(),
-        micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        "request"
-    );
     response
-}
-
-/// Serves the app on a bound listener until `shutdown` resolves, then drains in-flight requests
-/// (up to 10 s).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    store: Store,
-    shutdown: impl Future<Output = ()> + Send,
-) -> std::io::Result<()> {
-    let purger = tokio::spawn(purge_periodically(store.clone()));
-    let webhook_worker = tokio::spawn(webhook_worker::run(store.clone()));
-    let acceptor = TcpAcceptor::from_tokio(listener)?;
-    let result = Server::new_with_acceptor(acceptor)
-        .run_with_graceful_shutdown(
-            app(AppState { store }),
-            shutdown,
-            Some(Duration::from_secs(10)),
-        )
-        .await;
-    purger.abort();
-    webhook_worker.abort();
-    result
 }
 
 /// How often expired promo recovery payloads are deleted.
 const PURGE_INTERVAL: Duration = Duration::from_secs(300);
 
 /// Deletes expired recovery payloads at start and every few minutes.
-async fn purge_periodically(store: Store) {
+pub(crate) async fn purge_periodically(store: Store) {
     let mut ticks = tokio::time::interval(PURGE_INTERVAL);
     loop {
         ticks.tick().await;

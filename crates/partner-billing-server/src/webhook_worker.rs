@@ -12,6 +12,8 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use partner_billing::store::Store;
+
+use crate::metrics::{DeliveryOutcome, Metrics};
 use partner_billing::webhook_signature;
 use partner_billing::webhooks::outbox::{self, AttemptOutcome, DueMessage};
 use partner_billing::webhooks::ssrf;
@@ -36,7 +38,7 @@ type Finished = (DueMessage, AttemptOutcome, OwnedSemaphorePermit);
 
 /// Runs until aborted (at shutdown). An abort mid-send leaves the message leased; another
 /// worker sends it again when the lease runs out.
-pub(crate) async fn run(store: Store) {
+pub(crate) async fn run(store: Store, metrics: Metrics) {
     let permits = Arc::new(Semaphore::new(CONCURRENT_SENDS));
     let (finished, to_record) = mpsc::unbounded_channel::<Finished>();
     let recorder = tokio::spawn(record(store.clone(), to_record));
@@ -62,9 +64,11 @@ pub(crate) async fn run(store: Store) {
             };
             let store = store.clone();
             let finished = finished.clone();
+            let metrics = metrics.clone();
             tokio::spawn(async move {
                 let outcome = send(&store, &message).await;
                 log_outcome(&message, &outcome);
+                metrics.record_webhook_delivery(delivery_outcome(&store, &message, &outcome));
                 let _ = finished.send((message, outcome, permit));
             });
         }
@@ -123,6 +127,24 @@ async fn record(store: Store, mut to_record: mpsc::UnboundedReceiver<Finished>) 
         }
         drop(batch);
         store.wake_webhook_worker();
+    }
+}
+
+/// The metric's name for an attempt's end: delivered, disabled (410), failed (the schedule's
+/// last attempt) or retrying.
+fn delivery_outcome(
+    store: &Store,
+    message: &DueMessage,
+    outcome: &AttemptOutcome,
+) -> DeliveryOutcome {
+    let attempts = 1 + store.webhook_settings().backoff.len() as i64;
+    match outcome {
+        AttemptOutcome::Answered(status) if (200..300).contains(status) => {
+            DeliveryOutcome::Delivered
+        }
+        AttemptOutcome::Answered(410) => DeliveryOutcome::Disabled,
+        _ if message.attempt >= attempts => DeliveryOutcome::Failed,
+        _ => DeliveryOutcome::Retrying,
     }
 }
 

@@ -273,6 +273,12 @@ impl Store {
         self.webhook_wake.notified().await;
     }
 
+    /// Calls `observer` with the number of requests of every license group transaction that
+    /// commits (for metrics); only the first observer set on a store counts.
+    pub fn observe_license_groups(&self, observer: impl Fn(usize) + Send + Sync + 'static) {
+        self.license_groups.observe(Box::new(observer));
+    }
+
     /// Whether concurrent license requests share transactions.
     pub fn group_commit(&self) -> bool {
         self.group_commit

@@ -54,7 +54,11 @@ pub(crate) struct LicenseGroups {
     queues: Mutex<HashMap<i64, Vec<Pending>>>,
     running: AtomicUsize,
     transactions: AtomicU64,
+    observer: std::sync::OnceLock<GroupObserver>,
 }
+
+/// Told the size of every group transaction that commits (the server's metrics).
+pub(crate) type GroupObserver = Box<dyn Fn(usize) + Send + Sync>;
 
 impl std::fmt::Debug for LicenseGroups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,6 +80,11 @@ impl LicenseGroups {
             self.running.load(Ordering::SeqCst),
             self.transactions.load(Ordering::SeqCst),
         )
+    }
+
+    /// Sets the observer of committed group sizes; only the first call counts.
+    pub(crate) fn observe(&self, observer: GroupObserver) {
+        let _ = self.observer.set(observer);
     }
 }
 
@@ -239,6 +248,9 @@ async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
         let committed = tx.commit().await.map_err(Error::from);
         crash_point(CrashPoint::AfterCommit);
         tracing::debug!(requests = batch.len(), "license group committed");
+        if let (Ok(()), Some(observe)) = (&committed, store.license_groups().observer.get()) {
+            observe(batch.len());
+        }
         committed
     } else {
         let _ = tx.rollback().await;

@@ -1,0 +1,31 @@
+//! `partner-billing completions SHELL` and `partner-billing man`: shell completions
+//! (clap_complete) and the man page in roff (clap_mangen), generated from the command
+//! definition itself so they never drift from it.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+/// `completions` arguments.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for, e.g. `bash`, `zsh` or `fish`.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Prints the completion script for `shell` on stdout.
+pub fn completions(mut command: clap::Command, args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
+    let name = command.get_name().to_owned();
+    clap_complete::generate(args.shell, &mut command, name, &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the man page (roff) on stdout: `partner-billing man > partner-billing.1`.
+pub fn man(command: clap::Command) -> anyhow::Result<ExitCode> {
+    clap_mangen::Man::new(command)
+        .render(&mut std::io::stdout())
+        .context("cannot write the man page")?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,216 @@
+//! Slow clients (DESIGN §18 "Connections"): poem 3.1's `Server` offers only an idle timeout,
+//! so the acceptor is wrapped. It bounds the connections open at once, and each connection's
+//! stream enforces time limits on the client's reads:
+//!
+//! - a new connection, and each request after the first on a keep-alive one, must send its
+//!   headers (up to the blank line) within `headers` (10 s) of its first byte (of the accept,
+//!   for the first request);
+//! - once the headers are in, the rest of the request must arrive within `body` (30 s);
+//! - a keep-alive connection with no request for `idle` (60 s) is closed.
+//!
+//! A read that stays pending past its deadline fails with `TimedOut`, which ends the
+//! connection; a stalled client holds a task and a socket, never a request slot.
+
+use std::io::Result as IoResult;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use poem::http::uri::Scheme;
+use poem::listener::Acceptor;
+use poem::web::{LocalAddr, RemoteAddr};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+/// The time limits on a client.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From a request's first byte (or the accept) to the end of its headers.
+    pub headers: Duration,
+    /// From the end of the headers to the end of the request.
+    pub body: Duration,
+    /// A keep-alive connection waiting for its next request.
+    pub idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            headers: Duration::from_secs(10),
+            body: Duration::from_secs(30),
+            idle: Duration::from_secs(60),
+        }
+    }
+}
+
+/// An acceptor that holds at most `max` connections open and puts limits on each.
+pub struct GuardedAcceptor<A> {
+    inner: A,
+    permits: Arc<Semaphore>,
+    limits: Limits,
+}
+
+impl<A> GuardedAcceptor<A> {
+    pub fn new(inner: A, max: usize, limits: Limits) -> Self {
+        Self {
+            inner,
+            permits: Arc::new(Semaphore::new(max.max(1))),
+            limits,
+        }
+    }
+}
+
+impl<A: Acceptor> Acceptor for GuardedAcceptor<A> {
+    type Io = GuardedStream<A::Io>;
+
+    fn local_addr(&self) -> Vec<LocalAddr> {
+        self.inner.local_addr()
+    }
+
+    async fn accept(&mut self) -> IoResult<(Self::Io, LocalAddr, RemoteAddr, Scheme)> {
+        // At the limit, no accept happens: new connections wait in the kernel's backlog.
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(std::io::Error::other)?;
+        let (io, local, remote, scheme) = self.inner.accept().await?;
+        Ok((
+            GuardedStream::new(io, permit, self.limits),
+            local,
+            remote,
+            scheme,
+        ))
+    }
+}
+
+/// Where a connection is in its current request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the first byte of a request (after an answer, on keep-alive).
+    Idle,
+    /// Reading headers; `matched` bytes of `\r\n\r\n` seen so far.
+    Headers { matched: u8 },
+    /// Headers complete; reading the body until the answer starts.
+    Body,
+}
+
+/// A client connection with read deadlines; gives its slot back when dropped.
+pub struct GuardedStream<Io> {
+    inner: Io,
+    _permit: OwnedSemaphorePermit,
+    limits: Limits,
+    phase: Phase,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<Io> GuardedStream<Io> {
+    fn new(inner: Io, permit: OwnedSemaphorePermit, limits: Limits) -> Self {
+        Self {
+            inner,
+            _permit: permit,
+            limits,
+            // The first request's headers must all arrive within the header limit of the
+            // accept: a client that connects and says nothing is a slow client.
+            phase: Phase::Headers { matched: 0 },
+            deadline: Box::pin(tokio::time::sleep(limits.headers)),
+        }
+    }
+
+    fn restart(&mut self, phase: Phase, limit: Duration) {
+        self.phase = phase;
+        self.deadline.as_mut().reset(Instant::now() + limit);
+    }
+
+    /// Follows the request through the bytes just read.
+    fn saw(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            match self.phase {
+                Phase::Idle => self.restart(Phase::Headers { matched: 0 }, self.limits.headers),
+                Phase::Body => return,
+                Phase::Headers { .. } => {}
+            }
+            if let Phase::Headers { matched } = self.phase {
+                let expected = b"\r\n\r\n"[usize::from(matched)];
+                let matched = if byte == expected {
+                    matched + 1
+                } else if byte == b'\r' {
+                    1
+                } else {
+                    0
+                };
+                if matched == 4 {
+                    self.restart(Phase::Body, self.limits.body);
+                } else {
+                    self.phase = Phase::Headers { matched };
+                }
+            }
+        }
+    }
+
+    /// The server is answering: the next bytes from the client start a new request.
+    fn answering(&mut self) {
+        if self.phase != Phase::Idle {
+            self.restart(Phase::Idle, self.limits.idle);
+        }
+    }
+}
+
+impl<Io: AsyncRead + Unpin> AsyncRead for GuardedStream<Io> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<IoResult<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                self.saw(&buf.filled()[before..]);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client was too slow",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<Io: AsyncWrite + Unpin> AsyncWrite for GuardedStream<Io> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<IoResult<usize>> {
+        self.answering();
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<IoResult<usize>> {
+        self.answering();
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

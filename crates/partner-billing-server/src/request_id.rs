@@ -1,0 +1,90 @@
+//! Request ids: `X-Request-Id` is taken from the request when it is 1–64 visible ASCII
+//! characters, else a new UUID is made. The id is echoed on every response, is a field of the
+//! `request` span every log line of the request is written in, and is member `requestId` of
+//! every problem body.
+
+use poem::http::HeaderValue;
+use poem::{Endpoint, IntoResponse, Request, Response};
+use tracing::Instrument;
+
+use crate::problem::PROBLEM_JSON;
+
+/// The header that carries the id, in and out.
+pub const HEADER: &str = "x-request-id";
+
+/// The id of the request being served, in the request's extensions.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Whether a caller's id is taken as it is: 1–64 visible ASCII characters (0x21–0x7E).
+pub fn acceptable(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+/// Middleware: gives the request its id and serves it inside the `request` span.
+pub async fn with_request_id<E: Endpoint>(ep: &E, mut req: Request) -> Response {
+    let id = req
+        .header(HEADER)
+        .filter(|id| acceptable(id))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!("request", request_id = %id);
+    let response = async {
+        match ep.call(req).await {
+            Ok(r) => r.into_response(),
+            Err(e) => e.into_response(),
+        }
+    }
+    .instrument(span)
+    .await;
+    let mut response = add_to_problem(response, &id).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(HEADER, value);
+    }
+    response
+}
+
+/// Adds member `requestId` to a problem body; any other response passes unchanged.
+async fn add_to_problem(response: Response, id: &str) -> Response {
+    let is_problem = response
+        .content_type()
+        .is_some_and(|t| t.starts_with(PROBLEM_JSON));
+    if !is_problem {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = body.into_bytes().await else {
+        return Response::from_parts(parts, poem::Body::empty());
+    };
+    let body = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(mut problem)) => {
+            problem.insert("requestId".to_owned(), id.into());
+            serde_json::to_vec(&problem).map_or(bytes, Into::into)
+        }
+        _ => bytes,
+    };
+    parts.headers.remove(poem::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, poem::Body::from(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::acceptable;
+
+    #[test]
+    fn takes_visible_ascii_up_to_64() {
+        assert!(acceptable("a"));
+        assert!(acceptable(&"x".repeat(64)));
+        assert!(acceptable("req-123_ABC:/~!"));
+    }
+
+    #[test]
+    fn refuses_empty_long_spaces_and_non_ascii() {
+        assert!(!acceptable(""));
+        assert!(!acceptable(&"x".repeat(65)));
+        assert!(!acceptable("has space"));
+        assert!(!acceptable("tab\there"));
+        assert!(!acceptable("é"));
+    }
+}

@@ -1,0 +1,105 @@
+//! Running the app: the API listener (with its connection limits), the metrics listener, the
+//! background purge, and the graceful stop.
+
+use std::future::Future;
+use std::time::Duration;
+
+use poem::Server;
+use poem::listener::TcpAcceptor;
+
+use partner_billing::store::Store;
+
+use crate::connections::GuardedAcceptor;
+use crate::metrics::{self, Metrics};
+use crate::{AppState, app, purge_periodically};
+
+/// How a server runs beyond its listener and store.
+pub struct ServeOptions {
+    /// Serves `GET /metrics` here when set (`--metrics-listen`); never on the API's listener.
+    pub metrics_listener: Option<tokio::net::TcpListener>,
+    /// The app's metrics; a fresh registry unless the caller wants to read it.
+    pub metrics: Metrics,
+    /// How long requests in flight may run on after the stop signal.
+    pub drain_timeout: Duration,
+    /// Most connections open at once (`--max-connections`); more wait in the backlog.
+    pub max_connections: usize,
+    /// Time limits on slow clients.
+    pub limits: crate::connections::Limits,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            metrics_listener: None,
+            metrics: Metrics::new(),
+            drain_timeout: Duration::from_secs(30),
+            max_connections: 4096,
+            limits: crate::connections::Limits::default(),
+        }
+    }
+}
+
+/// Serves the app on a bound listener until `shutdown` resolves, then drains in-flight requests
+/// (up to 30 s), with the default [`ServeOptions`].
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Store,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    serve_with(listener, store, shutdown, ServeOptions::default()).await
+}
+
+/// As [`serve`], with options: the metrics listener, the drain time, connection limits.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    store: Store,
+    shutdown: impl Future<Output = ()> + Send,
+    options: ServeOptions,
+) -> std::io::Result<()> {
+    let ServeOptions {
+        metrics_listener,
+        metrics,
+        drain_timeout,
+        max_connections,
+        limits,
+    } = options;
+    {
+        let metrics = metrics.clone();
+        store.observe_license_groups(move |size| metrics.observe_license_group_size(size));
+    }
+    let purger = tokio::spawn(purge_periodically(store.clone()));
+    let webhook_worker = tokio::spawn(crate::webhook_worker::run(store.clone(), metrics.clone()));
+    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics_server = match metrics_listener {
+        Some(listener) => {
+            let acceptor = TcpAcceptor::from_tokio(listener)?;
+            let endpoint = metrics::endpoint(metrics.clone(), store.clone());
+            Some(tokio::spawn(
+                Server::new_with_acceptor(acceptor).run_with_graceful_shutdown(
+                    endpoint,
+                    async {
+                        let _ = metrics_stopped.await;
+                    },
+                    Some(Duration::from_secs(1)),
+                ),
+            ))
+        }
+        None => None,
+    };
+    let acceptor =
+        GuardedAcceptor::new(TcpAcceptor::from_tokio(listener)?, max_connections, limits);
+    let result = Server::new_with_acceptor(acceptor)
+        .run_with_graceful_shutdown(
+            app(AppState { store, metrics }),
+            shutdown,
+            Some(drain_timeout),
+        )
+        .await;
+    let _ = stop_metrics.send(());
+    if let Some(server) = metrics_server {
+        let _ = server.await;
+    }
+    purger.abort();
+    webhook_worker.abort();
+    result
+}

@@ -1,0 +1,185 @@
+//! Slow clients (DESIGN §18 "Connections"): stalled connections are closed at their deadline
+//! (headers, body, idle keep-alive), never stop a well-behaved client from being served, and
+//! `--max-connections` bounds what is open. The limits are shortened here (the defaults are
+//! 10 s, 30 s and 60 s) to keep the test short; the mechanism is the same.
+
+use std::time::{Duration, Instant};
+
+use partner_billing::clock::Clock;
+use partner_billing::crypto::MasterKey;
+use partner_billing::store::Store;
+use partner_billing_server::{ServeOptions, connections::Limits};
+use partner_billing_tests::{Db, both_databases, fresh_database};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+both_databases!(
+    hundreds_of_stalled_connections_never_block_a_client,
+    stalled_bodies_and_idle_connections_are_closed,
+    max_connections_bounds_open_connections,
+);
+
+const LIMITS: Limits = Limits {
+    headers: Duration::from_secs(2),
+    body: Duration::from_secs(3),
+    idle: Duration::from_secs(3),
+};
+
+struct Server {
+    address: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    _dir: Option<partner_billing_tests::TempDir>,
+}
+
+impl Server {
+    async fn start(db: &Db, max_connections: usize) -> Self {
+        let (url, dir) = fresh_database(db).await;
+        let store = Store::connect(&url, Clock::system())
+            .await
+            .expect("store")
+            .with_master_key(MasterKey::from_file_contents(&[7u8; 32]).expect("key"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(partner_billing_server::serve_with(
+            listener,
+            store,
+            async {
+                let _ = stopped.await;
+            },
+            ServeOptions {
+                max_connections,
+                limits: LIMITS,
+                ..ServeOptions::default()
+            },
+        ));
+        Self {
+            address,
+            stop: Some(stop),
+            task,
+            _dir: dir,
+        }
+    }
+
+    /// A fresh client (no pooled connection) asks for `/healthz`.
+    async fn health(&self) -> u16 {
+        reqwest::Client::new()
+            .get(format!("http://{}/healthz", self.address))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .expect("answered")
+            .status()
+            .as_u16()
+    }
+
+    async fn stalled(&self, bytes: &[u8]) -> TcpStream {
+        let mut stream = TcpStream::connect(&self.address).await.unwrap();
+        stream.write_all(bytes).await.unwrap();
+        stream
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = self.task.await;
+    }
+}
+
+/// Reads until the server closes the connection; fails if it stays open past `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> Vec<u8> {
+    let mut received = Vec::new();
+    let outcome = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(outcome.is_ok(), "the server kept a stalled connection open");
+    received
+}
+
+const PARTIAL_HEADERS: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
+
+async fn hundreds_of_stalled_connections_never_block_a_client(db: Db) {
+    let server = Server::start(&db, 4096).await;
+    let mut stalled = Vec::new();
+    for _ in 0..300 {
+        stalled.push(server.stalled(PARTIAL_HEADERS).await);
+    }
+    // Connected and silent: no byte at all.
+    stalled.push(server.stalled(b"").await);
+    let started = Instant::now();
+    assert_eq!(server.health().await, 200);
+    assert!(
+        started.elapsed() < LIMITS.headers,
+        "the client was served while the stalled connections were still open"
+    );
+    for stream in &mut stalled {
+        let answer = closed_within(stream, LIMITS.headers + Duration::from_secs(10)).await;
+        assert!(
+            !String::from_utf8_lossy(&answer).contains("200 OK"),
+            "an incomplete request was answered"
+        );
+    }
+    assert_eq!(server.health().await, 200);
+    server.stop().await;
+}
+
+async fn stalled_bodies_and_idle_connections_are_closed(db: Db) {
+    let server = Server::start(&db, 4096).await;
+    // Headers complete, the body promised but never sent in full.
+    let mut slow_body = server
+        .stalled(
+            b"POST /v1/billing/resellers/sessions HTTP/1.1\r\nHost: localhost\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"clientId\":",
+        )
+        .await;
+    // A keep-alive connection that asks once, then says nothing more.
+    let mut idle = server
+        .stalled(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
+    let started = Instant::now();
+    let answer = closed_within(&mut idle, LIMITS.idle + Duration::from_secs(10)).await;
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "the complete request was answered before the idle close"
+    );
+    assert!(
+        started.elapsed() >= LIMITS.idle - Duration::from_millis(500),
+        "an idle keep-alive connection is kept for the idle limit"
+    );
+    let answer = closed_within(&mut slow_body, LIMITS.body + Duration::from_secs(10)).await;
+    assert!(
+        !String::from_utf8_lossy(&answer).contains(" 201 "),
+        "a partial body never signs in"
+    );
+    assert_eq!(server.health().await, 200);
+    server.stop().await;
+}
+
+async fn max_connections_bounds_open_connections(db: Db) {
+    let server = Server::start(&db, 3).await;
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        stalled.push(server.stalled(PARTIAL_HEADERS).await);
+    }
+    // Every slot is held: the next client is served only once the stalled ones are closed.
+    let started = Instant::now();
+    assert_eq!(server.health().await, 200);
+    assert!(
+        started.elapsed() >= LIMITS.headers - Duration::from_millis(500),
+        "a fourth connection was served while three were open (after {:?})",
+        started.elapsed()
+    );
+    for stream in &mut stalled {
+        closed_within(stream, Duration::from_secs(5)).await;
+    }
+    server.stop().await;
+}
