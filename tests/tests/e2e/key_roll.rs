@@ -377,6 +377,14 @@ async fn new_key_counts_toward_five_and_expired_keys_do_not(db: Db) {
     .await
     .unwrap();
     assert_eq!(summary.active_api_keys, 4);
+    let listed = partner_billing::accounts::list_resellers(&app.store)
+        .await
+        .unwrap();
+    let listed = listed
+        .iter()
+        .find(|s| s.client_id == r.client_id)
+        .expect("listed");
+    assert_eq!(listed.active_api_keys, 4);
     app.stop().await;
 }
 
