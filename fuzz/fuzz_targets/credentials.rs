@@ -118,7 +118,10 @@ fn fixture() -> &'static Fixture {
             )
         });
         Fixture {
-            app: app(AppState { store }),
+            app: app(AppState {
+            store,
+            metrics: Default::default(),
+        }),
             runtime,
             client_id,
             secret,
