@@ -106,7 +106,10 @@ fn fixture() -> Fixture {
         (store, keys)
     });
     Fixture {
-        app: app(AppState { store }),
+        app: app(AppState {
+            store,
+            metrics: Default::default(),
+        }),
         runtime,
         keys,
         dir,
