@@ -45,7 +45,7 @@ const SECONDS_PER_DAY: i64 = 86_400;
 /// idempotency record. A retry with the same key replays the stored license.
 ///
 /// Concurrent requests that would wait on the same lock share a transaction (see
-/// [`group`]); each still gets its own writes and its own answer.
+/// `licenses/group.rs`); each still gets its own writes and its own answer.
 pub async fn issue_license(
     store: &Store,
     account: &PartnerAccount,
