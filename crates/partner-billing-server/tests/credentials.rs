@@ -462,6 +462,7 @@ fn browser_markers_are_refused_before_credentials() {
     proptest!(config(), |(
         k in 0usize..4,
         form in prop_oneof![Just(Form::Headers), Just(Form::Basic)],
+        // `Sec-Fetch-Mode` alone is no browser (Node.js's fetch sends it): DESIGN.md §4.
         marker in proptest::sample::select(vec!["Origin", "Sec-Fetch-Site"]),
         value in "[ -~]{0,40}",
     )| {

@@ -30,6 +30,8 @@ async fn dump(app: &TestApp) -> String {
         "operator_tokens",
         "promo_redemptions",
         "operator_idempotency_records",
+        "abuse_attempts",
+        "master_key_check",
     ];
     let mut out = String::new();
     for table in tables {

@@ -247,7 +247,6 @@ async fn browser_requests_are_refused(db: Db) {
     for (name, value) in [
         ("Origin", "https://shop.example.com"),
         ("Sec-Fetch-Site", "same-origin"),
-        ("Sec-Fetch-Mode", "cors"),
     ] {
         let response = app
             .product(Method::POST, USERS, &token)
