@@ -275,7 +275,7 @@ async fn sigterm_lets_a_batch_in_flight_finish(db: Db) {
     app.credit(&r, "pro", 1000).await;
     let dir = TempDir::new();
     let key_file = dir.path.join("master.key");
-    std::fs::write(&key_file, hex::encode(app.master_key())).unwrap();
+    partner_billing_tests::write_private(&key_file, hex::encode(app.master_key()).as_bytes());
     let key_file = key_file.display().to_string();
     let mut server = ServerProcess::start(
         &app.database_url,

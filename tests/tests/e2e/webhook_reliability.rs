@@ -35,7 +35,10 @@ impl Setup {
         let (url, db_dir) = fresh_database(db).await;
         let dir = TempDir::new();
         let key_file = dir.path.join("master.key");
-        std::fs::write(&key_file, hex::encode(rand::random::<[u8; 32]>())).unwrap();
+        partner_billing_tests::write_private(
+            &key_file,
+            hex::encode(rand::random::<[u8; 32]>()).as_bytes(),
+        );
         let store = Store::connect(&url, Clock::system()).await.unwrap();
         let plan = NewPlan::new(
             PlanSlug::parse("s", "pro").unwrap(),
