@@ -204,7 +204,7 @@ pub enum AuditCommand {
 }
 
 /// Reads the password line (a no-echo prompt when stdin is a terminal) and checks its length
-/// (8-1024 characters).
+/// (12-128 characters).
 async fn password_from_stdin() -> Result<Password> {
     let line = read_password("New panel password: ").await?;
     Password::parse("password", &line).map_err(|e| partner_billing::Error::from(e).into())
