@@ -270,7 +270,8 @@ async fn dispatch(
         AdminCommand::Audit(AuditCommand::Verify) => return audit(store, out).await,
         AdminCommand::Purge => {
             let purged = promo::purge_expired(store).await?;
-            out.emit(&json!({ "purged": purged }), || {
+            let sessions = partner_billing::accounts::purge_expired_sessions(store).await?;
+            out.emit(&json!({ "purged": purged, "purgedSessions": sessions }), || {
                 format!("purged {purged} expired recovery payloads")
             })?;
         }

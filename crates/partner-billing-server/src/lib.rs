@@ -13,6 +13,7 @@ mod panel;
 mod partner;
 mod problem;
 mod product;
+mod web;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -176,6 +177,7 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
     let openapi_json = document.clone();
     Route::new()
         .nest("/", service)
+        .nest("/panel", web::routes())
         .at(
             "/openapi.json",
             poem::endpoint::make_sync(move |_| {
@@ -337,6 +339,9 @@ async fn purge_periodically(store: Store) {
         ticks.tick().await;
         if let Err(err) = partner_billing::promo::purge_expired(&store).await {
             tracing::warn!(error = %err, "purge of expired recovery payloads failed");
+        }
+        if let Err(err) = partner_billing::accounts::purge_expired_sessions(&store).await {
+            tracing::warn!(error = %err, "purge of expired panel sessions failed");
         }
     }
 }
