@@ -271,9 +271,10 @@ async fn dispatch(
         AdminCommand::Purge => {
             let purged = promo::purge_expired(store).await?;
             let sessions = partner_billing::accounts::purge_expired_sessions(store).await?;
-            out.emit(&json!({ "purged": purged, "purgedSessions": sessions }), || {
-                format!("purged {purged} expired recovery payloads")
-            })?;
+            out.emit(
+                &json!({ "purged": purged, "purgedSessions": sessions }),
+                || format!("purged {purged} expired recovery payloads"),
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

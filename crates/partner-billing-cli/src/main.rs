@@ -6,6 +6,7 @@
 //! Every failure prints exactly one line on stderr, starting with `error: `.
 #![forbid(unsafe_code)]
 
+mod account;
 mod admin;
 mod args;
 mod input;
@@ -58,6 +59,8 @@ enum Command {
     Promo(promo::PromoArgs),
     /// Manages the account's API keys through a reseller panel session.
     Keys(keys::KeysArgs),
+    /// The reseller account itself, through a panel session: its password.
+    Account(account::AccountArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +94,10 @@ fn main() -> ExitCode {
             Command::Keys(args) => {
                 let base_url = args.remote.resolve(cli.base_url);
                 keys::run(&base_url, args, out).await
+            }
+            Command::Account(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                account::run(&base_url, args, out).await
             }
         }
     });

@@ -9,7 +9,8 @@ use partner_billing::accounts;
 use partner_billing::domain::Password;
 use partner_billing::keys;
 use partner_billing::wire::{
-    ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey, ResellerAccount, Session, SessionRequest,
+    ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey, ResellerAccount,
+    Session, SessionRequest,
 };
 
 use crate::ApiTags;
@@ -183,7 +184,11 @@ impl PanelApi {
         auth: PanelAuth,
         body: JsonBody<ChangePasswordRequest>,
     ) -> ApiResult<PasswordChangedResponse> {
-        at_most_chars("currentPassword", &body.0.current_password, MAX_PASSWORD_CHARS)?;
+        at_most_chars(
+            "currentPassword",
+            &body.0.current_password,
+            MAX_PASSWORD_CHARS,
+        )?;
         let token = auth.token();
         let account = accounts::authenticate_session(&state.store, &token).await?;
         let body = body.0;

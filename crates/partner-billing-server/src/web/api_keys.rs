@@ -6,9 +6,9 @@ use poem::web::{Data, Form, Path};
 use poem::{Request, Response, handler};
 use serde::Deserialize;
 
+use partner_billing::Error;
 use partner_billing::keys;
 use partner_billing::wire::{ApiKeyInfo, CreatedApiKey};
-use partner_billing::Error;
 
 use super::layout::{self, Utc};
 use super::session::{self, SignedIn};
@@ -143,7 +143,15 @@ pub async fn create(
         }
         Err(Error::Validation(_)) => {
             let error = "A name is at most 64 characters, without control characters.".to_owned();
-            render_page(&state, who, StatusCode::BAD_REQUEST, None, name, Some(error)).await
+            render_page(
+                &state,
+                who,
+                StatusCode::BAD_REQUEST,
+                None,
+                name,
+                Some(error),
+            )
+            .await
         }
         Err(err) => layout::failure(err),
     }
@@ -171,9 +179,16 @@ pub async fn revoke(
         Ok(()) => layout::see_other("/panel/api-keys"),
         Err(Error::ApiKeyNotFound) => {
             let error = "That key does not exist.".to_owned();
-            render_page(&state, who, StatusCode::NOT_FOUND, None, String::new(), Some(error)).await
+            render_page(
+                &state,
+                who,
+                StatusCode::NOT_FOUND,
+                None,
+                String::new(),
+                Some(error),
+            )
+            .await
         }
         Err(err) => layout::failure(err),
     }
 }
-

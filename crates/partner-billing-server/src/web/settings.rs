@@ -61,10 +61,9 @@ pub async fn change_password(
         Err(response) => return response,
     };
     let outcome = if form.current_password.chars().nth(1024).is_some() {
-        Err(Error::Validation(partner_billing::domain::InvalidField::new(
-            "currentPassword",
-            "is incorrect",
-        )))
+        Err(Error::Validation(
+            partner_billing::domain::InvalidField::new("currentPassword", "is incorrect"),
+        ))
     } else {
         accounts::change_password(
             &state.store,
