@@ -12,6 +12,8 @@ mod isolation;
 mod keys;
 mod licenses;
 mod outage;
+mod panel;
+mod panel_sessions;
 mod product;
 mod promo;
 mod redemption;
