@@ -13,6 +13,7 @@ mod keys;
 mod licenses;
 mod outage;
 mod panel;
+mod panel_browser;
 mod panel_sessions;
 mod product;
 mod promo;
