@@ -206,7 +206,7 @@ pub enum AuditCommand {
 }
 
 /// Reads the password line (a no-echo prompt when stdin is a terminal) and checks its length
-/// (8-1024 characters).
+/// (12-128 characters).
 async fn password_from_stdin() -> Result<Password> {
     let line = read_password("New panel password: ").await?;
     Password::parse("password", &line).map_err(|e| partner_billing::Error::from(e).into())
@@ -277,9 +277,11 @@ async fn dispatch(
         AdminCommand::Audit(AuditCommand::Verify) => return audit(store, out).await,
         AdminCommand::Purge => {
             let purged = promo::purge_expired(store).await?;
-            out.emit(&json!({ "purged": purged }), || {
-                format!("purged {purged} expired recovery payloads")
-            })?;
+            let sessions = partner_billing::accounts::purge_expired_sessions(store).await?;
+            out.emit(
+                &json!({ "purged": purged, "purgedSessions": sessions }),
+                || format!("purged {purged} expired recovery payloads"),
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

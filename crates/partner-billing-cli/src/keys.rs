@@ -44,6 +44,8 @@ enum KeysCommand {
         #[arg(long, env = "PARTNER_BILLING_CLIENT_ID", value_name = "C", value_parser = args::client_id)]
         client_id: Option<ClientId>,
     },
+    /// Signs out: ends the panel session on the server and deletes the session file.
+    Logout,
     /// Creates an API key; its secret is printed this once.
     Create {
         /// A label to tell keys apart (at most 64 characters).
@@ -75,6 +77,7 @@ pub async fn run(base_url: &str, args: KeysArgs, out: Output) -> Result<ExitCode
     let file = SessionFile::resolve(args.session_file)?;
     match args.command {
         KeysCommand::Login { client_id } => login(base_url, client_id, &file, out).await?,
+        KeysCommand::Logout => logout(base_url, &file, out).await?,
         KeysCommand::Create { name } => {
             let key = panel(base_url, &file)?
                 .create_api_key(name.as_deref())
@@ -169,6 +172,21 @@ async fn login(
                 utc(session.expires_utc)
             )
         },
+    )
+}
+
+/// Ends the session on the server (an already ended one is fine) and forgets it here.
+async fn logout(base_url: &str, file: &SessionFile, out: Output) -> Result<()> {
+    let mut panel = panel(base_url, file)?;
+    match panel.sign_out().await {
+        Ok(()) | Err(ApiError::Unauthorized) => {}
+        Err(other) => return Err(other.into()),
+    }
+    let removed = file.remove()?;
+    let path = file.path().display().to_string();
+    out.emit(
+        &json!({ "signedOut": true, "sessionFile": path, "removed": removed }),
+        || format!("signed out; session removed from {path}"),
     )
 }
 

@@ -6,6 +6,7 @@
 //! Every failure prints exactly one line on stderr, starting with `error: `.
 #![forbid(unsafe_code)]
 
+mod account;
 mod admin;
 mod args;
 mod generate;
@@ -68,6 +69,8 @@ enum Command {
     Completions(generate::CompletionsArgs),
     /// Prints the man page (roff): `partner-billing man > partner-billing.1`.
     Man,
+    /// The reseller account itself, through a panel session: its password.
+    Account(account::AccountArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +115,10 @@ fn main() -> ExitCode {
             }
             Command::Completions(args) => generate::completions(Cli::command(), &args),
             Command::Man => generate::man(Cli::command()),
+            Command::Account(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                account::run(&base_url, args, out).await
+            }
         }
     });
     match result {

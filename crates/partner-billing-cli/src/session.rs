@@ -66,6 +66,15 @@ impl SessionFile {
         Ok(token.to_owned())
     }
 
+    /// Deletes the session file; `false` when there was none.
+    pub fn remove(&self) -> Result<bool> {
+        match fs::remove_file(&self.path) {
+            Ok(()) => Ok(true),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(err) => Err(err).with_context(|| format!("cannot delete {}", self.path.display())),
+        }
+    }
+
     /// Writes the token to a fresh 0600 file beside the target, then renames it over.
     pub fn store(&self, token: &str) -> Result<()> {
         let dir = match self.path.parent() {

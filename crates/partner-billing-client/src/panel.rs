@@ -3,7 +3,9 @@
 use std::fmt;
 
 use partner_billing::domain::Secret;
-use partner_billing::wire::{ApiKeyList, CreatedApiKey, ResellerAccount, Session, SessionRequest};
+use partner_billing::wire::{
+    ApiKeyList, ChangePasswordRequest, CreatedApiKey, ResellerAccount, Session, SessionRequest,
+};
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 
@@ -206,12 +208,69 @@ impl PanelClient {
     }
 
     /// One call under `/v1/billing/resellers/me`, with the session.
+    /// Changes the account's panel password (12-128 characters). Every other session of the
+    /// account ends; this client's stays. A wrong current password is
+    /// `Error::ValidationFailed` naming `currentPassword`.
+    pub async fn change_password(&self, current_password: &str, new_password: &str) -> Result<()> {
+        let request = ChangePasswordRequest {
+            current_password: current_password.to_owned(),
+            new_password: new_password.to_owned(),
+        };
+        let body = serde_json::to_vec(&request)
+            .map_err(|err| Error::invalid("request", err.to_string()))?;
+        let sensitive = [
+            self.session_token.as_ref().map_or("", Secret::expose),
+            current_password,
+            new_password,
+        ];
+        // Not resent once sent: a lost answer may mean the password already changed.
+        self.send_to(
+            Method::PUT,
+            &["v1", "billing", "resellers", "me", "password"],
+            Some(body),
+            Resend::OnlyIfUnsent,
+            &sensitive,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Signs out: the session ends at once on the server, and this client forgets it.
+    pub async fn sign_out(&mut self) -> Result<()> {
+        let sensitive = self.sensitive();
+        self.send_to(
+            Method::DELETE,
+            &["v1", "billing", "resellers", "sessions", "current"],
+            None,
+            Resend::WhenRetryable,
+            &sensitive,
+        )
+        .await?;
+        self.session_token = None;
+        self.session_expires_utc = None;
+        Ok(())
+    }
+
     pub(crate) async fn send(
         &self,
         method: Method,
         below_me: &[&str],
         body: Option<Vec<u8>>,
         resend: Resend,
+    ) -> Result<Reply> {
+        let mut path = vec!["v1", "billing", "resellers", "me"];
+        path.extend_from_slice(below_me);
+        let sensitive = self.sensitive();
+        self.send_to(method, &path, body, resend, &sensitive).await
+    }
+
+    async fn send_to(
+        &self,
+        method: Method,
+        path: &[&str],
+        body: Option<Vec<u8>>,
+        resend: Resend,
+        sensitive: &[&str],
     ) -> Result<Reply> {
         let token = self
             .session_token
@@ -220,16 +279,13 @@ impl PanelClient {
         let mut headers = HeaderMap::new();
         let bearer = format!("Bearer {}", token.expose());
         headers.insert(AUTHORIZATION, header_value("sessionToken", &bearer, true)?);
-        let mut path = vec!["v1", "billing", "resellers", "me"];
-        path.extend_from_slice(below_me);
-        let sensitive = self.sensitive();
         let call = Call {
             method,
-            path: &path,
+            path,
             headers,
             body,
             resend,
-            sensitive: &sensitive,
+            sensitive,
         };
         self.transport.execute(&call).await
     }

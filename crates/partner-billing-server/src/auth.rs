@@ -78,6 +78,11 @@ impl PartnerAuth {
 pub struct PanelAuth(Bearer);
 
 impl PanelAuth {
+    /// The presented session token, not yet verified.
+    pub fn token(&self) -> Secret {
+        Secret::from_presented(self.0.token.clone())
+    }
+
     pub async fn verify(self, store: &Store) -> ApiResult<PanelAccount> {
         let token = Secret::from_presented(self.0.token);
         Ok(accounts::authenticate_session(store, &token).await?)

@@ -21,6 +21,7 @@ mod product;
 pub mod request_id;
 mod route;
 mod serve;
+mod web;
 mod webhook_worker;
 mod webhooks;
 
@@ -193,6 +194,7 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
     let docs_csp = headers::docs_csp(&swagger);
     Route::new()
         .nest("/", service)
+        .nest("/panel", web::routes())
         .at(
             "/openapi.json",
             poem::endpoint::make_sync(move |_| {
@@ -343,6 +345,9 @@ pub(crate) async fn purge_periodically(store: Store) {
         }
         if let Err(err) = store.checkpoint().await {
             tracing::warn!(error = %err, "WAL checkpoint failed");
+        }
+        if let Err(err) = partner_billing::accounts::purge_expired_sessions(&store).await {
+            tracing::warn!(error = %err, "purge of expired panel sessions failed");
         }
     }
 }

@@ -9,8 +9,8 @@ use partner_billing::accounts;
 use partner_billing::domain::Password;
 use partner_billing::keys;
 use partner_billing::wire::{
-    ApiKeyList, CreateApiKeyRequest, CreatedApiKey, ResellerAccount, RollApiKeyRequest, Session,
-    SessionRequest,
+    ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey, ResellerAccount,
+    RollApiKeyRequest, Session, SessionRequest,
 };
 
 use crate::ApiTags;
@@ -63,6 +63,20 @@ pub enum RevokeApiKeyResponse {
     /// Revoked (or already revoked); the key is refused from the next request on.
     #[oai(status = 204)]
     Revoked,
+}
+
+#[derive(ApiResponse)]
+pub enum PasswordChangedResponse {
+    /// Changed; every other session of the account has ended.
+    #[oai(status = 204)]
+    Changed,
+}
+
+#[derive(ApiResponse)]
+pub enum SignedOutResponse {
+    /// The session has ended.
+    #[oai(status = 204)]
+    SignedOut,
 }
 
 #[OpenApi(prefix_path = "/v1/billing/resellers", tag = "ApiTags::Panel")]
@@ -184,5 +198,52 @@ impl PanelApi {
         )
         .await?;
         Ok(RollApiKeyResponse::Rolled(Json(key)))
+    }
+
+    /// Sign out: the session of this request ends at once.
+    #[oai(
+        path = "/sessions/current",
+        method = "delete",
+        operation_id = "deleteCurrentSession"
+    )]
+    async fn delete_current_session(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+    ) -> ApiResult<SignedOutResponse> {
+        let token = auth.token();
+        accounts::authenticate_session(&state.store, &token).await?;
+        accounts::end_session(&state.store, &token).await?;
+        Ok(SignedOutResponse::SignedOut)
+    }
+
+    /// Change the panel password (12-128 characters).
+    ///
+    /// Every other session of the account ends; this one stays. A wrong `currentPassword` is
+    /// `400 Request.ValidationFailed` naming that field.
+    #[oai(path = "/me/password", method = "put", operation_id = "changePassword")]
+    async fn change_password(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        body: JsonBody<ChangePasswordRequest>,
+    ) -> ApiResult<PasswordChangedResponse> {
+        at_most_chars(
+            "currentPassword",
+            &body.0.current_password,
+            MAX_PASSWORD_CHARS,
+        )?;
+        let token = auth.token();
+        let account = accounts::authenticate_session(&state.store, &token).await?;
+        let body = body.0;
+        accounts::change_password(
+            &state.store,
+            account.account_id,
+            &token,
+            Password::presented(body.current_password),
+            &body.new_password,
+        )
+        .await?;
+        Ok(PasswordChangedResponse::Changed)
     }
 }

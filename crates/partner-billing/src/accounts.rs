@@ -21,6 +21,12 @@ use crate::wire::{ResellerAccount, Session};
 /// How long a panel session lasts.
 pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 60 * 60;
 
+/// A panel session unused for this long has ended (DESIGN §15).
+pub const SESSION_IDLE_SECONDS: i64 = 60 * 60;
+
+/// A session's last use is written at most this often.
+const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
+
 /// An account as the operator sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -351,25 +357,97 @@ pub struct PanelAccount {
     pub client_id: ClientId,
 }
 
-/// Checks a panel session token: unexpired, and the account in good standing.
+/// Checks a panel session token: unexpired (12 h after sign-in, and used within the last hour),
+/// and the account in good standing. Records the use, at most once a minute.
 pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<PanelAccount> {
     if !token.has_shape(SecretKind::PanelSession) {
         return Err(Error::Unauthorized);
     }
+    let now = store.now_utc();
     let row = sqlx::query(
-        "SELECT a.id, a.client_id FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
-         WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good'",
+        "SELECT a.id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
+         FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
+         WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
+         AND COALESCE(s.last_seen_utc, s.created_utc) > $3",
     )
     .bind(token.hash())
-    .bind(store.now_utc())
+    .bind(now)
+    .bind(now - SESSION_IDLE_SECONDS)
     .fetch_optional(store.pool())
     .await?
     .ok_or(Error::Unauthorized)?;
+    let seen: i64 = row.try_get("seen")?;
+    if now - seen >= SESSION_TOUCH_GRANULARITY_SECONDS {
+        sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
+            .bind(now)
+            .bind(token.hash())
+            .execute(store.pool())
+            .await?;
+    }
     let client_id: String = row.try_get("client_id")?;
     Ok(PanelAccount {
         account_id: row.try_get("id")?,
         client_id: ClientId::parse("clientId", &client_id)?,
     })
+}
+
+/// Signs out: the session ends at once. An unknown or ended session is no error.
+pub async fn end_session(store: &Store, token: &Secret) -> Result<()> {
+    sqlx::query("DELETE FROM panel_sessions WHERE token_hash = $1")
+        .bind(token.hash())
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// The reseller's own password change, from a signed-in session: the current password must
+/// match; the new one must be 12-128 characters. Every other session of the account ends; the
+/// one that made the change stays.
+pub async fn change_password(
+    store: &Store,
+    account_id: i64,
+    current_session: &Secret,
+    current_password: Password,
+    new_password: &str,
+) -> Result<()> {
+    let new_password = Password::parse("newPassword", new_password)?;
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT password_hash FROM accounts WHERE id = $1")
+            .bind(account_id)
+            .fetch_optional(store.pool())
+            .await?;
+    if !verify_password(current_password, stored).await? {
+        return Err(crate::domain::InvalidField::new("currentPassword", "is incorrect").into());
+    }
+    let password_hash = hash_password(new_password).await?;
+    let mut tx = store.begin_write().await?;
+    sqlx::query("UPDATE accounts SET password_hash = $1 WHERE id = $2")
+        .bind(password_hash)
+        .bind(account_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM panel_sessions WHERE account_id = $1 AND token_hash <> $2")
+        .bind(account_id)
+        .bind(current_session.hash())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(account_id, "panel password changed; other sessions ended");
+    Ok(())
+}
+
+/// Deletes panel sessions past their 12 h lifetime or their 1 h idle limit.
+pub async fn purge_expired_sessions(store: &Store) -> Result<u64> {
+    let now = store.now_utc();
+    let result = sqlx::query(
+        "DELETE FROM panel_sessions WHERE expires_utc <= $1 \
+         OR COALESCE(last_seen_utc, created_utc) <= $2",
+    )
+    .bind(now)
+    .bind(now - SESSION_IDLE_SECONDS)
+    .execute(store.pool())
+    .await?;
+    Ok(result.rows_affected())
 }
 
 /// `GET /v1/billing/resellers/me`.

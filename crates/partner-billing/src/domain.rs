@@ -236,10 +236,10 @@ pub struct Password(String);
 impl Password {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
         let chars = value.chars().count();
-        if (8..=1024).contains(&chars) {
+        if (12..=128).contains(&chars) {
             Ok(Self(value.to_owned()))
         } else {
-            Err(InvalidField::new(field, "must be 8-1024 characters"))
+            Err(InvalidField::new(field, "must be 12-128 characters"))
         }
     }
 

@@ -13,6 +13,8 @@ pub mod wire;
 #[cfg(feature = "db")]
 pub mod accounts;
 #[cfg(feature = "db")]
+pub mod activity;
+#[cfg(feature = "db")]
 pub mod clock;
 #[cfg(feature = "db")]
 pub mod crypto;

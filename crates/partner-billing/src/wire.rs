@@ -187,6 +187,31 @@ impl std::fmt::Debug for SessionRequest {
     }
 }
 
+/// `PUT /v1/billing/resellers/me/password`: change the panel password.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(Object))]
+#[cfg_attr(
+    feature = "openapi",
+    oai(rename_all = "camelCase", deny_unknown_fields)
+)]
+pub struct ChangePasswordRequest {
+    /// The password in use now.
+    #[cfg_attr(feature = "openapi", oai(validator(max_length = 1024)))]
+    pub current_password: String,
+    /// The new password: 12-128 characters.
+    pub new_password: String,
+}
+
+impl std::fmt::Debug for ChangePasswordRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangePasswordRequest")
+            .field("current_password", &"[redacted]")
+            .field("new_password", &"[redacted]")
+            .finish()
+    }
+}
+
 /// A panel session: send the token as `Authorization: Bearer <sessionToken>`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,0 +1,77 @@
+//! `partner-billing account …`: the reseller account through its panel session (the one
+//! `keys login` stored, or `PARTNER_BILLING_SESSION_TOKEN`).
+
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use clap::{Args, Subcommand};
+use partner_billing_client::Error as ApiError;
+use serde_json::json;
+
+use crate::args::{Remote, usage};
+use crate::input::read_stdin_line;
+use crate::keys::{panel, session_error};
+use crate::output::Output;
+use crate::session::SessionFile;
+
+#[derive(Debug, Args)]
+pub struct AccountArgs {
+    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
+    #[arg(
+        long,
+        global = true,
+        env = "PARTNER_BILLING_SESSION_FILE",
+        value_name = "PATH"
+    )]
+    session_file: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub remote: Remote,
+
+    #[command(subcommand)]
+    command: AccountCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum AccountCommand {
+    /// Changes the panel password; every other session of the account ends.
+    Password {
+        /// Read the current and the new password from stdin, one per line (required: a
+        /// password is never a flag).
+        #[arg(long)]
+        stdin: bool,
+    },
+}
+
+pub async fn run(base_url: &str, args: AccountArgs, out: Output) -> Result<ExitCode> {
+    let file = SessionFile::resolve(args.session_file)?;
+    match args.command {
+        AccountCommand::Password { stdin } => {
+            if !stdin {
+                return Err(usage(
+                    "pass --stdin and pipe two lines: the current password, then the new one",
+                ));
+            }
+            let current = read_stdin_line()?;
+            let new = read_stdin_line()?;
+            if !(12..=128).contains(&new.chars().count()) {
+                return Err(usage("the new password must be 12-128 characters"));
+            }
+            panel(base_url, &file)?
+                .change_password(&current, &new)
+                .await
+                .map_err(|err| match err {
+                    ApiError::ValidationFailed { ref problem }
+                        if problem.field.as_deref() == Some("currentPassword") =>
+                    {
+                        anyhow!("the current password is incorrect")
+                    }
+                    other => session_error(other),
+                })?;
+            out.emit(&json!({ "passwordChanged": true }), || {
+                "password changed; every other session of the account has ended".to_owned()
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

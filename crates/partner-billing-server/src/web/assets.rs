@@ -1,0 +1,21 @@
+//! The panel's static files, embedded in the binary: nothing is loaded from another origin.
+
+use poem::http::StatusCode;
+use poem::web::Path;
+use poem::{Response, handler};
+
+const STYLESHEET: &str = include_str!("../../assets/panel.css");
+
+/// `GET /panel/assets/{file}`.
+#[handler]
+pub fn file(Path(file): Path<String>) -> Response {
+    match file.as_str() {
+        "panel.css" => Response::builder()
+            .content_type("text/css; charset=utf-8")
+            .body(STYLESHEET),
+        _ => Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .content_type("text/plain; charset=utf-8")
+            .body("Not found"),
+    }
+}

@@ -1,0 +1,552 @@
+//! The HTML reseller panel (DESIGN §15) over plain HTTP: sign-in, the key life cycle with the
+//! secret shown once, CSRF and cross-site refusals, the security headers, every page, sign-out.
+//! (`panel_browser` drives the same panel through Chromium.)
+
+use partner_billing::accounts::{self, Standing};
+use partner_billing::domain::ClientId;
+use partner_billing_client::{Credentials, Error, PartnerClient, RetryPolicy};
+use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
+use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
+
+both_databases!(
+    sign_in_failures_all_read_the_same,
+    key_life_cycle_with_the_secret_shown_once,
+    forged_and_cross_site_forms_change_nothing,
+    every_page_renders_with_its_table_or_empty_state,
+    sign_out_ends_the_session_at_once,
+    settings_password_change_ends_other_sessions
+);
+
+/// A client that does not follow redirects, so that 303s can be checked.
+fn browserless() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+struct Page {
+    status: u16,
+    headers: HeaderMap,
+    body: String,
+}
+
+async fn read(response: reqwest::Response) -> Page {
+    Page {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: response.text().await.unwrap(),
+    }
+}
+
+async fn get(app: &TestApp, path: &str, cookie: &str) -> Page {
+    let response = browserless()
+        .get(app.url(path))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    read(response).await
+}
+
+async fn post(app: &TestApp, path: &str, cookie: &str, form: &[(&str, &str)]) -> Page {
+    let response = browserless()
+        .post(app.url(path))
+        .header("Cookie", cookie)
+        .header("Sec-Fetch-Site", "same-origin")
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    read(response).await
+}
+
+/// Signs in through the form; returns the `Cookie` header value.
+async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> String {
+    let page = post(
+        app,
+        "/panel/login",
+        "",
+        &[("client_id", client_id), ("password", password)],
+    )
+    .await;
+    assert_eq!(page.status, 303, "sign-in: {}", page.body);
+    assert_eq!(page.headers[LOCATION], "/panel");
+    let cookie = page.headers[SET_COOKIE].to_str().unwrap().to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/panel"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+fn between<'a>(body: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = body.find(start)? + start.len();
+    let len = body[from..].find(end)?;
+    Some(&body[from..from + len])
+}
+
+fn csrf(page: &Page) -> String {
+    between(&page.body, "name=\"csrf\" value=\"", "\"")
+        .expect("a CSRF field")
+        .to_owned()
+}
+
+fn assert_security_headers(page: &Page) {
+    assert_eq!(
+        page.headers["content-security-policy"],
+        "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    );
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    assert_eq!(page.headers["referrer-policy"], "no-referrer");
+    assert_eq!(page.headers["cache-control"], "no-store");
+    assert!(
+        !page
+            .headers
+            .keys()
+            .any(|k| k.as_str().starts_with("access-control-"))
+    );
+}
+
+fn sdk(app: &TestApp, client_id: &str, secret: &str) -> PartnerClient {
+    PartnerClient::new(&app.base_url, Credentials::new(client_id, secret))
+        .unwrap()
+        .with_retry_policy(RetryPolicy::none())
+}
+
+async fn sign_in_failures_all_read_the_same(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let suspended = app.reseller().await;
+    let id = ClientId::parse("clientId", &suspended.client_id).unwrap();
+    accounts::set_standing(&app.store, &id, Standing::Suspended)
+        .await
+        .unwrap();
+    let attempts = [
+        (r.client_id.as_str(), "wrong password here"),
+        ("rsc_000000000000000000000000", r.password.as_str()),
+        (suspended.client_id.as_str(), suspended.password.as_str()),
+    ];
+    let mut bodies = Vec::new();
+    for (client_id, password) in attempts {
+        let page = post(
+            &app,
+            "/panel/login",
+            "",
+            &[("client_id", client_id), ("password", password)],
+        )
+        .await;
+        assert_eq!(page.status, 401, "{client_id}");
+        assert!(page.headers.get(SET_COOKIE).is_none());
+        assert!(
+            page.body.contains("Client ID or password is incorrect."),
+            "{}",
+            page.body
+        );
+        assert!(
+            !page.body.contains(password),
+            "the password is never echoed"
+        );
+        assert!(
+            page.body.contains(&format!("value=\"{client_id}\"")),
+            "the id is kept"
+        );
+        assert_security_headers(&page);
+        bodies.push(page.body.replace(client_id, "ID"));
+    }
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "one answer for every cause"
+    );
+    // The login page itself has labelled inputs and the button.
+    let page = get(&app, "/panel/login", "").await;
+    assert_eq!(page.status, 200);
+    for text in [
+        "<label for=\"client_id\">Client ID</label>",
+        "<label for=\"password\">Password</label>",
+        ">Sign in</button>",
+    ] {
+        assert!(page.body.contains(text), "{text}");
+    }
+}
+
+async fn key_life_cycle_with_the_secret_shown_once(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.credit(&r, "pro", 7).await;
+    // No cookie: to the sign-in page. A JSON-API bearer token or an API key opens nothing.
+    let token = app.session(&r.client_id, &r.password).await;
+    for authorization in [
+        format!("Bearer {token}"),
+        format!(
+            "Basic {}",
+            base64_of(&format!("{}:{}", r.client_id, r.secret))
+        ),
+    ] {
+        let response = browserless()
+            .get(app.url("/panel"))
+            .header("Authorization", authorization)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 303);
+        assert_eq!(response.headers()[LOCATION], "/panel/login");
+    }
+
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let overview = get(&app, "/panel", &cookie).await;
+    assert_eq!(overview.status, 200);
+    assert_security_headers(&overview);
+    assert!(overview.body.contains(&r.client_id));
+    assert!(overview.body.contains("Acme Resale"));
+    assert!(overview.body.contains("<table id=\"balances\">"));
+    assert!(overview.body.contains("<td class=\"num\">7</td>"));
+
+    let keys = get(&app, "/panel/api-keys", &cookie).await;
+    assert!(keys.body.contains("<table id=\"api-keys\">"));
+    for header in [
+        "Name",
+        "Key ID",
+        "Status",
+        "Created",
+        "Last used",
+        "Expires",
+    ] {
+        assert!(
+            keys.body
+                .contains(&format!("<th scope=\"col\">{header}</th>")),
+            "{header}"
+        );
+    }
+    let created = post(
+        &app,
+        "/panel/api-keys",
+        &cookie,
+        &[("csrf", &csrf(&keys)), ("name", "web shop")],
+    )
+    .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    assert_security_headers(&created);
+    let secret = between(&created.body, "<code id=\"new-secret\">", "</code>")
+        .expect("the secret, once")
+        .to_owned();
+    assert!(secret.starts_with("rss_"));
+    assert!(created.body.contains("will not be shown again"));
+    let key_id = between(&created.body, "<code id=\"new-key-id\">", "</code>")
+        .unwrap()
+        .to_owned();
+    // A reload (GET) never shows it again.
+    let again = get(&app, "/panel/api-keys", &cookie).await;
+    assert!(!again.body.contains(&secret));
+    assert!(!again.body.contains("new-secret"));
+    let row = between(&again.body, &format!("data-key-id=\"{key_id}\""), "</tr>").unwrap();
+    assert!(row.contains("web shop") && row.contains("never"), "{row}");
+
+    // The secret works through the SDK, and "Last used" fills in.
+    let client = sdk(&app, &r.client_id, &secret);
+    assert_eq!(
+        client.balances().await.unwrap().balances[0].remaining_balance,
+        7
+    );
+    let used = get(&app, "/panel/api-keys", &cookie).await;
+    let row = between(&used.body, &format!("data-key-id=\"{key_id}\""), "</tr>").unwrap();
+    assert_eq!(
+        row.matches("<time datetime=").count(),
+        2,
+        "Created and Last used: {row}"
+    );
+    assert!(row.contains(" UTC</time>"), "{row}");
+
+    // Revoke: the SDK gets 401 from the next request on.
+    let revoked = post(
+        &app,
+        &format!("/panel/api-keys/{key_id}/revoke"),
+        &cookie,
+        &[("csrf", &csrf(&used))],
+    )
+    .await;
+    assert_eq!(revoked.status, 303);
+    assert!(matches!(client.balances().await, Err(Error::Unauthorized)));
+    let after = get(&app, "/panel/api-keys", &cookie).await;
+    let row = between(&after.body, &format!("data-key-id=\"{key_id}\""), "</tr>").unwrap();
+    assert!(row.contains("revoked") && !row.contains("Revoke"), "{row}");
+    // The other key is untouched.
+    assert!(sdk(&app, &r.client_id, &r.secret).balances().await.is_ok());
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+async fn forged_and_cross_site_forms_change_nothing(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let keys = get(&app, "/panel/api-keys", &cookie).await;
+    let token = csrf(&keys);
+    let revoke = format!("/panel/api-keys/{}/revoke", r.api_key_id);
+    let refusals: Vec<(&str, Vec<(&str, &str)>, Vec<(&str, String)>)> = vec![
+        (
+            "no token",
+            vec![],
+            vec![("Sec-Fetch-Site", "same-origin".into())],
+        ),
+        ("wrong token", vec![("csrf", "0".repeat(64).leak())], vec![]),
+        (
+            "cross-site",
+            vec![("csrf", token.as_str())],
+            vec![("Sec-Fetch-Site", "cross-site".into())],
+        ),
+        (
+            "same-site",
+            vec![("csrf", token.as_str())],
+            vec![("Sec-Fetch-Site", "same-site".into())],
+        ),
+        (
+            "foreign origin",
+            vec![("csrf", token.as_str())],
+            vec![("Origin", "https://evil.example".into())],
+        ),
+        (
+            "null origin alone",
+            vec![("csrf", token.as_str())],
+            vec![("Origin", "null".into())],
+        ),
+    ];
+    for (what, form, headers) in refusals {
+        for path in [revoke.as_str(), "/panel/api-keys", "/panel/logout"] {
+            let mut request = browserless()
+                .post(app.url(path))
+                .header("Cookie", &cookie)
+                .form(&form);
+            for (name, value) in &headers {
+                request = request.header(*name, value);
+            }
+            let page = read(request.send().await.unwrap()).await;
+            assert_eq!(page.status, 403, "{what} on {path}");
+            assert_security_headers(&page);
+        }
+    }
+    // Nothing changed: one active key, still working, and the session still open.
+    let list = get(&app, "/panel/api-keys", &cookie).await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body.matches("data-key-id=").count(), 1);
+    assert!(sdk(&app, &r.client_id, &r.secret).balances().await.is_ok());
+    // Chromium's same-origin POST under no-referrer: `Origin: null` with
+    // `Sec-Fetch-Site: same-origin` is accepted.
+    let page = read(
+        browserless()
+            .post(app.url(&revoke))
+            .header("Cookie", &cookie)
+            .header("Origin", "null")
+            .header("Sec-Fetch-Site", "same-origin")
+            .form(&[("csrf", token.as_str())])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page.status, 303);
+    assert!(matches!(
+        sdk(&app, &r.client_id, &r.secret).balances().await,
+        Err(Error::Unauthorized)
+    ));
+}
+
+async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let fresh = app.reseller().await;
+    let cookie = sign_in(&app, &fresh.client_id, &fresh.password).await;
+    for (path, empty) in [
+        ("/panel", "No balances yet"),
+        ("/panel/ledger", "No ledger entries"),
+        ("/panel/promo-batches", "No promo batches yet"),
+        ("/panel/licenses", "No licenses yet"),
+    ] {
+        let page = get(&app, path, &cookie).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert!(page.body.contains(empty), "{path}");
+        assert!(page.body.contains(">Sign out</button>"), "{path}");
+        assert_security_headers(&page);
+    }
+    let settings = get(&app, "/panel/settings", &cookie).await;
+    for text in [
+        "Current password",
+        "New password",
+        ">Change password</button>",
+    ] {
+        assert!(settings.body.contains(text), "{text}");
+    }
+
+    let r: Reseller = app.reseller().await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 10).await;
+    let client = sdk(&app, &r.client_id, &r.secret);
+    client
+        .issue_license("pro", "alice", Some("panel-license-1"))
+        .await
+        .unwrap();
+    let batch = client
+        .generate_promo_batch("pro", 3, Some("panel-batch-1"))
+        .await
+        .unwrap()
+        .value;
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+
+    let ledger = get(&app, "/panel/ledger?product=pro", &cookie).await;
+    assert!(ledger.body.contains("<table id=\"ledger\">"));
+    assert_eq!(
+        ledger.body.matches("<tr>").count(),
+        1 + 3,
+        "header + 3 entries"
+    );
+    assert!(ledger.body.contains("Download CSV"));
+    let csv = get(&app, "/panel/ledger.csv", &cookie).await;
+    assert_eq!(csv.status, 200);
+    assert!(
+        csv.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    let lines: Vec<&str> = csv.body.lines().collect();
+    assert_eq!(
+        lines[0],
+        "created_utc,product_slug,kind,units,balance_after,reference"
+    );
+    assert_eq!(lines.len(), 4, "{}", csv.body);
+    assert!(
+        lines[1].contains(",pro,promo_batch,-3,6,"),
+        "newest first: {}",
+        lines[1]
+    );
+
+    let batches = get(&app, "/panel/promo-batches", &cookie).await;
+    assert!(batches.body.contains("<table id=\"promo-batches\">"));
+    assert!(batches.body.contains(&batch.batch_id));
+    for code in &batch.codes {
+        assert!(!batches.body.contains(&code.code), "never a code");
+        assert!(!csv.body.contains(&code.code), "never a code");
+    }
+
+    let licenses = get(&app, "/panel/licenses?login=alice", &cookie).await;
+    assert!(licenses.body.contains("<table id=\"licenses\">"));
+    assert!(licenses.body.contains("<td>alice</td>"));
+    let nobody = get(&app, "/panel/licenses?login=bob", &cookie).await;
+    assert!(nobody.body.contains("No licenses for this login"));
+    // The first account sees none of it.
+    let other = get(
+        &app,
+        "/panel/promo-batches",
+        &sign_in(&app, &fresh.client_id, &fresh.password).await,
+    )
+    .await;
+    assert!(!other.body.contains(&batch.batch_id));
+    let css = get(&app, "/panel/assets/panel.css", "").await;
+    assert_eq!(css.status, 200);
+    assert!(
+        css.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/css")
+    );
+}
+
+async fn sign_out_ends_the_session_at_once(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let page = get(&app, "/panel/settings", &cookie).await;
+    let out = post(&app, "/panel/logout", &cookie, &[("csrf", &csrf(&page))]).await;
+    assert_eq!(out.status, 303);
+    assert_eq!(out.headers[LOCATION], "/panel/login");
+    assert!(
+        out.headers[SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let after = get(&app, "/panel", &cookie).await;
+    assert_eq!(after.status, 303);
+    assert_eq!(after.headers[LOCATION], "/panel/login");
+    // An unknown cookie likewise.
+    let unknown = get(&app, "/panel/api-keys", "pb_session=rps_unknown").await;
+    assert_eq!(unknown.status, 303);
+}
+
+async fn settings_password_change_ends_other_sessions(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let here = sign_in(&app, &r.client_id, &r.password).await;
+    let elsewhere = sign_in(&app, &r.client_id, &r.password).await;
+    let settings = get(&app, "/panel/settings", &here).await;
+    let token = csrf(&settings);
+    let wrong = post(
+        &app,
+        "/panel/settings/password",
+        &here,
+        &[
+            ("csrf", &token),
+            ("current_password", "not the password"),
+            ("new_password", "a brand new password"),
+        ],
+    )
+    .await;
+    assert_eq!(wrong.status, 400);
+    assert!(wrong.body.contains("The current password is incorrect."));
+    assert!(!wrong.body.contains("a brand new password"));
+    let short = post(
+        &app,
+        "/panel/settings/password",
+        &here,
+        &[
+            ("csrf", &token),
+            ("current_password", &r.password),
+            ("new_password", "short"),
+        ],
+    )
+    .await;
+    assert_eq!(short.status, 400);
+    assert!(short.body.contains("12 to 128 characters"));
+    assert_eq!(
+        get(&app, "/panel", &elsewhere).await.status,
+        200,
+        "nothing changed yet"
+    );
+
+    let changed = post(
+        &app,
+        "/panel/settings/password",
+        &here,
+        &[
+            ("csrf", &token),
+            ("current_password", &r.password),
+            ("new_password", "a brand new password"),
+        ],
+    )
+    .await;
+    assert_eq!(changed.status, 200);
+    assert!(changed.body.contains("Password changed."));
+    assert_eq!(
+        get(&app, "/panel", &here).await.status,
+        200,
+        "this session stays"
+    );
+    assert_eq!(
+        get(&app, "/panel", &elsewhere).await.status,
+        303,
+        "others end"
+    );
+    sign_in(&app, &r.client_id, "a brand new password").await;
+    let old = post(
+        &app,
+        "/panel/login",
+        "",
+        &[("client_id", &r.client_id), ("password", &r.password)],
+    )
+    .await;
+    assert_eq!(old.status, 401);
+}
