@@ -73,6 +73,15 @@ pub enum DeliveryOutcome {
     Disabled,
 }
 
+/// How a sign-in attempt ended, for `partner_billing_panel_logins_total`.
+pub fn login_outcome<T>(result: &partner_billing::Result<T>) -> LoginOutcome {
+    match result {
+        Ok(_) => LoginOutcome::Success,
+        Err(partner_billing::Error::RateLimited { .. }) => LoginOutcome::RateLimited,
+        Err(_) => LoginOutcome::Failure,
+    }
+}
+
 /// How one panel sign-in ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoginOutcome {

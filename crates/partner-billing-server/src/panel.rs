@@ -99,8 +99,11 @@ impl PanelApi {
         let password = Password::presented(body.0.password);
         let source = peer.as_socket_addr().map(|address| address.ip());
         let session =
-            accounts::create_session(&state.store, &body.0.client_id, password, source).await?;
-        Ok(SessionResponse::Created(Json(session)))
+            accounts::create_session(&state.store, &body.0.client_id, password, source).await;
+        state
+            .metrics
+            .record_panel_login(crate::metrics::login_outcome(&session));
+        Ok(SessionResponse::Created(Json(session?)))
     }
 
     /// The logged-in account.

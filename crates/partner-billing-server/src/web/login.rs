@@ -67,7 +67,15 @@ pub async fn submit(
         return failed(StatusCode::UNAUTHORIZED, SIGN_IN_FAILED);
     }
     let password = Password::presented(form.password);
-    match accounts::create_session(&state.store, &client_id, password).await {
+    let source = req
+        .remote_addr()
+        .as_socket_addr()
+        .map(|address| address.ip());
+    let result = accounts::create_session(&state.store, &client_id, password, source).await;
+    state
+        .metrics
+        .record_panel_login(crate::metrics::login_outcome(&result));
+    match result {
         Ok(created) => {
             let token = partner_billing::domain::Secret::from_presented(created.session_token);
             let mut response = layout::see_other("/panel");
@@ -75,14 +83,26 @@ pub async fn submit(
             response
         }
         Err(Error::Unauthorized) => failed(StatusCode::UNAUTHORIZED, SIGN_IN_FAILED),
+        Err(Error::RateLimited {
+            retry_after_seconds,
+        }) => {
+            let mut response = failed(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-in attempts. Wait a few minutes and try again.",
+            );
+            if let Ok(value) = retry_after_seconds.to_string().parse() {
+                response
+                    .headers_mut()
+                    .insert(poem::http::header::RETRY_AFTER, value);
+            }
+            response
+        }
         Err(err) => {
             let status = layout::failure(err).status();
-            let message = if status == StatusCode::TOO_MANY_REQUESTS {
-                "Too many sign-in attempts. Wait a few minutes and try again."
-            } else {
-                "Signing in is not possible right now. Try again in a moment."
-            };
-            failed(status, message)
+            failed(
+                status,
+                "Signing in is not possible right now. Try again in a moment.",
+            )
         }
     }
 }
