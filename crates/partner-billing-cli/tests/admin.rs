@@ -309,7 +309,10 @@ fn errors_are_one_line_and_non_zero() {
 fn purge_on_a_fresh_database_drops_nothing() {
     let dir = TempDir::new("admin");
     let cli = Cli::new(&dir.0);
-    assert_eq!(cli.json(&["purge"]), serde_json::json!({ "purged": 0 }));
+    assert_eq!(
+        cli.json(&["purge"]),
+        serde_json::json!({ "purged": 0, "purgedSessions": 0 })
+    );
     let out = cli.run(&["purge"]);
     assert_success(&out, &["purge"]);
     assert_eq!(text(&out.stdout), "purged 0 expired recovery payloads\n");

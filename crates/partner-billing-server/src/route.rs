@@ -19,12 +19,15 @@ const EXTRA: &[&str] = &[
     "/panel/login",
     "/panel/logout",
     "/panel/api-keys",
+    "/panel/api-keys/{apiKeyId}/revoke",
+    "/panel/api-keys/{apiKeyId}/roll",
     "/panel/ledger",
     "/panel/ledger.csv",
     "/panel/promo-batches",
     "/panel/licenses",
     "/panel/webhooks",
     "/panel/settings",
+    "/panel/settings/password",
     "/panel/assets/{file}",
 ];
 

@@ -14,7 +14,8 @@ both_databases!(
     forged_and_cross_site_forms_change_nothing,
     every_page_renders_with_its_table_or_empty_state,
     sign_out_ends_the_session_at_once,
-    settings_password_change_ends_other_sessions
+    settings_password_change_ends_other_sessions,
+    roll_shows_the_new_secret_once_and_the_old_key_expires
 );
 
 /// A client that does not follow redirects, so that 303s can be checked.
@@ -549,4 +550,75 @@ async fn settings_password_change_ends_other_sessions(db: Db) {
     )
     .await;
     assert_eq!(old.status, 401);
+}
+
+async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let keys = get(&app, "/panel/api-keys", &cookie).await;
+    let old_id = between(&keys.body, "data-key-id=\"", "\"")
+        .unwrap()
+        .to_owned();
+    let row = between(&keys.body, &format!("data-key-id=\"{old_id}\""), "</tr>").unwrap();
+    for option in ["now", "1 hour", "24 hours", "7 days"] {
+        assert!(row.contains(&format!(">{option}</option>")), "{row}");
+    }
+    assert!(row.contains(">Roll</button>"), "{row}");
+
+    // A grace period the panel does not offer changes nothing.
+    let refused = post(
+        &app,
+        &format!("/panel/api-keys/{old_id}/roll"),
+        &cookie,
+        &[("csrf", &csrf(&keys)), ("expires_in", "5")],
+    )
+    .await;
+    assert_eq!(refused.status, 400);
+    assert!(refused.body.contains("role=\"alert\""), "{}", refused.body);
+    assert_eq!(refused.body.matches("data-key-id=").count(), 1);
+
+    // A one-hour grace: a new key now, shown once; the old one still works, with its expiry.
+    let rolled = post(
+        &app,
+        &format!("/panel/api-keys/{old_id}/roll"),
+        &cookie,
+        &[("csrf", &csrf(&keys)), ("expires_in", "3600")],
+    )
+    .await;
+    assert_eq!(rolled.status, 200, "{}", rolled.body);
+    assert_security_headers(&rolled);
+    let secret = between(&rolled.body, "<code id=\"new-secret\">", "</code>")
+        .expect("the new secret, once")
+        .to_owned();
+    assert!(secret.starts_with("rss_"));
+    assert!(sdk(&app, &r.client_id, &secret).balances().await.is_ok());
+    assert!(sdk(&app, &r.client_id, &r.secret).balances().await.is_ok());
+    let again = get(&app, "/panel/api-keys", &cookie).await;
+    assert!(
+        !again.body.contains(&secret),
+        "a reload never shows it again"
+    );
+    let row = between(&again.body, &format!("data-key-id=\"{old_id}\""), "</tr>").unwrap();
+    assert_eq!(
+        row.matches("<time datetime=").count(),
+        3,
+        "Created, Last used and Expires: {row}"
+    );
+
+    // Past the grace period the old key gets the empty 401 and is listed expired (a page
+    // half-way keeps the panel session from idling out).
+    app.store.clock().advance(1800);
+    assert_eq!(get(&app, "/panel/api-keys", &cookie).await.status, 200);
+    app.store.clock().advance(1800);
+    assert!(matches!(
+        sdk(&app, &r.client_id, &r.secret).balances().await,
+        Err(Error::Unauthorized)
+    ));
+    let later = get(&app, "/panel/api-keys", &cookie).await;
+    let row = between(&later.body, &format!("data-key-id=\"{old_id}\""), "</tr>").unwrap();
+    assert!(
+        row.contains("expired") && !row.contains(">Roll</button>"),
+        "{row}"
+    );
 }

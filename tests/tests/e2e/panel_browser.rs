@@ -26,6 +26,8 @@ struct Browser {
 
 impl Browser {
     async fn start() -> Self {
+        // Two rustls crypto providers are linked (fantoccini's and reqwest's): choose one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         for tool in ["chromium", "chromedriver"] {
             let found = Command::new("sh")
                 .args(["-c", &format!("command -v {tool}")])
@@ -99,7 +101,11 @@ impl Browser {
         field.send_keys(value).await.unwrap();
     }
 
+    /// Clicks a link or a submit button and waits, bounded, for the page it leads to: the old
+    /// document goes stale and the new one has loaded. (A click returns as soon as the browser
+    /// took it, before a form's POST and its redirect have finished.)
     async fn click(&self, css: &str) {
+        let old_page = self.client.find(Locator::Css("html")).await.unwrap();
         self.client
             .find(Locator::Css(css))
             .await
@@ -107,6 +113,29 @@ impl Browser {
             .click()
             .await
             .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while old_page.tag_name().await.is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "clicking {css} led to no new page"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        loop {
+            let state = self
+                .client
+                .execute("return document.readyState", vec![])
+                .await
+                .unwrap();
+            if state == "complete" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the page after {css} never finished loading"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     async fn source(&self) -> String {

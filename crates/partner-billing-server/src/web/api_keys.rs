@@ -1,4 +1,5 @@
-//! `GET /panel/api-keys`: list, create (the secret shown once) and revoke API keys.
+//! `GET /panel/api-keys`: list, create and roll (the new secret shown once), and revoke API
+//! keys.
 
 use askama::Template;
 use poem::http::StatusCode;
@@ -22,6 +23,7 @@ struct KeyRow {
     status: String,
     created: Utc,
     last_used: Option<Utc>,
+    expires: Option<Utc>,
 }
 
 impl From<ApiKeyInfo> for KeyRow {
@@ -33,6 +35,7 @@ impl From<ApiKeyInfo> for KeyRow {
             api_key_id: key.api_key_id,
             created: Utc::new(key.created_utc),
             last_used: Utc::optional(key.last_used_utc),
+            expires: Utc::optional(key.expires_utc),
         }
     }
 }
@@ -54,7 +57,16 @@ struct ApiKeysPage {
     new_secret: Option<NewSecret>,
     name: String,
     error: Option<String>,
+    grace_periods: &'static [(i64, &'static str)],
 }
+
+/// The grace periods "Roll" offers the old key: now, 1 hour, 24 hours, 7 days.
+const GRACE_PERIODS: [(i64, &str); 4] = [
+    (0, "now"),
+    (3600, "1 hour"),
+    (86400, "24 hours"),
+    (604800, "7 days"),
+];
 
 async fn render_page(
     state: &AppState,
@@ -78,6 +90,7 @@ async fn render_page(
             new_secret,
             name,
             error,
+            grace_periods: &GRACE_PERIODS,
         },
     )
 }
@@ -179,6 +192,105 @@ pub async fn revoke(
         Ok(()) => layout::see_other("/panel/api-keys"),
         Err(Error::ApiKeyNotFound) => {
             let error = "That key does not exist.".to_owned();
+            render_page(
+                &state,
+                who,
+                StatusCode::NOT_FOUND,
+                None,
+                String::new(),
+                Some(error),
+            )
+            .await
+        }
+        Err(err) => layout::failure(err),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct RollForm {
+    #[serde(default)]
+    csrf: String,
+    /// Seconds the old key keeps working: one of [`GRACE_PERIODS`].
+    #[serde(default)]
+    expires_in: String,
+}
+
+/// `POST /panel/api-keys/{apiKeyId}/roll`: "Roll". A new key with the old one's name, its
+/// secret shown once in this answer; the old key works until the chosen grace period ends.
+#[handler]
+pub async fn roll(
+    req: &Request,
+    state: Data<&AppState>,
+    Path(api_key_id): Path<String>,
+    Form(form): Form<RollForm>,
+) -> Response {
+    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let grace = form
+        .expires_in
+        .parse::<i64>()
+        .ok()
+        .filter(|seconds| GRACE_PERIODS.iter().any(|(s, _)| s == seconds));
+    let Some(grace) = grace else {
+        let error = "Choose when the old key stops working: now, 1 hour, 24 hours or 7 days.";
+        return render_page(
+            &state,
+            who,
+            StatusCode::BAD_REQUEST,
+            None,
+            String::new(),
+            Some(error.to_owned()),
+        )
+        .await;
+    };
+    match keys::roll_api_key(
+        &state.store,
+        who.account.account_id,
+        &api_key_id,
+        Some(grace),
+    )
+    .await
+    {
+        Ok(CreatedApiKey {
+            api_key_id,
+            client_id,
+            secret,
+            ..
+        }) => {
+            let new_secret = NewSecret {
+                client_id,
+                api_key_id,
+                secret,
+            };
+            render_page(
+                &state,
+                who,
+                StatusCode::OK,
+                Some(new_secret),
+                String::new(),
+                None,
+            )
+            .await
+        }
+        Err(Error::ApiKeyLimitReached) => {
+            let error = format!(
+                "{} keys are already active: revoke one you no longer use before rolling.",
+                keys::MAX_ACTIVE_KEYS
+            );
+            render_page(
+                &state,
+                who,
+                StatusCode::CONFLICT,
+                None,
+                String::new(),
+                Some(error),
+            )
+            .await
+        }
+        Err(Error::ApiKeyNotFound) => {
+            let error = "That key does not exist or is no longer active.".to_owned();
             render_page(
                 &state,
                 who,

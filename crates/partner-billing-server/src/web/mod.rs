@@ -39,6 +39,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .at("/logout", post(login::logout))
         .at("/api-keys", get(api_keys::page).post(api_keys::create))
         .at("/api-keys/:api_key_id/revoke", post(api_keys::revoke))
+        .at("/api-keys/:api_key_id/roll", post(api_keys::roll))
         .at("/ledger", get(ledger::page))
         .at("/ledger.csv", get(ledger::csv))
         .at("/promo-batches", get(promo_batches::page))
