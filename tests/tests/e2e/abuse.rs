@@ -376,7 +376,7 @@ async fn docs_allow_only_their_own_inline_assets(db: Db) {
     while let Some(start) = rest.find("<script") {
         let body_start = start + rest[start..].find('>').unwrap() + 1;
         let end = body_start + rest[body_start..].find("</script>").unwrap();
-        let digest = sha2::Sha256::digest(rest[body_start..end].as_bytes());
+        let digest = sha2::Sha256::digest(&rest.as_bytes()[body_start..end]);
         let hash = base64::engine::general_purpose::STANDARD.encode(digest);
         assert!(
             script_src.contains(&format!("'sha256-{hash}'")),

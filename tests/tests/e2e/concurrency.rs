@@ -254,14 +254,7 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
         .map(|body| tokio::spawn(send(body)))
         .collect();
     // The first arrivals hold the group's first transaction, blocked (a replay or a refusal
-    // may finish first: it needs no lock); the others queue behind it. On SQLite the two
-    // unknown logins of known plans wait outside the group, for the write lock that counts
-    // `UnknownLogin` answers per account.
-    let counted_outside = if app.store.backend() == Backend::Sqlite {
-        2
-    } else {
-        0
-    };
+    // may finish first: it needs no lock); the others queue behind it.
     let deadline = Instant::now() + Duration::from_secs(30);
     let (queued, transactions_at_release) = loop {
         let (waiting, running, transactions) = app.store.license_group_stats();

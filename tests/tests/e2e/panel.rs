@@ -288,7 +288,9 @@ async fn forged_and_cross_site_forms_change_nothing(db: Db) {
     let keys = get(&app, "/panel/api-keys", &cookie).await;
     let token = csrf(&keys);
     let revoke = format!("/panel/api-keys/{}/revoke", r.api_key_id);
-    let refusals: Vec<(&str, Vec<(&str, &str)>, Vec<(&str, String)>)> = vec![
+    // (what, form fields, extra headers)
+    type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<(&'a str, String)>);
+    let refusals: Vec<Refusal> = vec![
         (
             "no token",
             vec![],
