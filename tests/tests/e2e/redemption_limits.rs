@@ -11,6 +11,7 @@ both_databases!(
     three_redemptions_under_twenty_concurrent_logins_on_two_replicas,
     same_login_twice_is_already_redeemed,
     failed_attempts_are_limited_per_login,
+    failed_attempts_are_limited_per_operator_token,
 );
 
 /// A reseller with 50 units of `pro` (30-day licenses, the given promo policy) and a token.
@@ -184,5 +185,45 @@ async fn failed_attempts_are_limited_per_login(db: Db) {
         .unwrap();
     assert_eq!(issued.value.login, "alice");
     replica.stop().await;
+    app.stop().await;
+}
+
+/// Spreading guesses over many logins does not multiply the limit: one operator token gets 1000
+/// failed redemptions an hour, then `429 Promo.TooManyAttempts`; another token is not affected.
+async fn failed_attempts_are_limited_per_operator_token(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let (r, token) = setup(&app, Some(5), None).await;
+    let other_token = app.operator_token("support").await;
+    let (_, codes) = app.promo_batch(&r, "pro", 1).await;
+    let logins: Vec<String> = (0..101).map(|i| format!("guesser-{i:03}")).collect();
+    for login in &logins {
+        app.user(login).await;
+    }
+    // 100 logins × 10 wrong guesses each: every login stays within its own limit.
+    for (l, login) in logins.iter().take(100).enumerate() {
+        for g in 0..10 {
+            let guess = format!("ZZZZ-ZZZZ-{l:04}-{g:04}");
+            let response = app
+                .redeem(&token, &guess, login, &format!("spread-{l:03}-{g:02}"))
+                .await;
+            assert_eq!(response.status(), 404, "guess {l}/{g}");
+        }
+    }
+    // The 1001st failed guess, from a login that has tried nothing yet, is refused; even a valid
+    // code waits, and nothing is redeemed.
+    let response = app
+        .redeem(&token, &codes[0], &logins[100], "spread-valid")
+        .await;
+    assert!(response.headers().contains_key("retry-after"));
+    let (status, problem) = status_and_body(response).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (429, Some("Promo.TooManyAttempts"))
+    );
+    // Another token is not affected: the same code redeems there.
+    let response = app
+        .redeem(&other_token, &codes[0], &logins[100], "support-valid")
+        .await;
+    assert_eq!(response.status(), 200);
     app.stop().await;
 }
