@@ -45,10 +45,11 @@ impl FreshDb {
     /// pbbench_<random>` on that server.
     pub async fn create(spec: &str) -> anyhow::Result<Self> {
         let dir = TempDir::new();
-        std::fs::write(
-            dir.path.join("master.key"),
-            hex_key(&rand::random::<[u8; 32]>()),
-        )?;
+        // Mode 0600: the server refuses a key file others can read.
+        partner_billing_tests::write_private(
+            &dir.path.join("master.key"),
+            hex_key(&rand::random::<[u8; 32]>()).as_bytes(),
+        );
         if spec == "sqlite" {
             let url = format!("sqlite://{}", dir.path.join("billing.db").display());
             return Ok(Self {
