@@ -1,0 +1,41 @@
+//! `--tls-cert` / `--tls-key`: the PEM files are read and checked before serving, so a missing
+//! flag, an unreadable file or one that holds no certificate or key stops the start with one
+//! line naming it (DESIGN.md §18).
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use poem::listener::{RustlsCertificate, RustlsConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The TLS configuration of the flags: `None` for plain HTTP (neither flag).
+pub fn load(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Option<RustlsConfig>> {
+    let (cert, key) = match (cert, key) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => bail!("--tls-cert needs --tls-key (the certificate's private key)"),
+        (None, Some(_)) => bail!("--tls-key needs --tls-cert (the certificate chain)"),
+        (Some(cert), Some(key)) => (cert, key),
+    };
+    let cert_pem = std::fs::read(cert)
+        .with_context(|| format!("cannot read TLS certificate file {}", cert.display()))?;
+    let key_pem = std::fs::read(key)
+        .with_context(|| format!("cannot read TLS key file {}", key.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .ok()
+        .filter(|certs| !certs.is_empty());
+    if certs.is_none() {
+        bail!(
+            "TLS certificate file {} holds no PEM certificate",
+            cert.display()
+        );
+    }
+    // The key's bytes are never quoted in the error: only the file is named.
+    if PrivateKeyDer::from_pem_slice(&key_pem).is_err() {
+        bail!("TLS key file {} holds no PEM private key", key.display());
+    }
+    Ok(Some(RustlsConfig::new().fallback(
+        RustlsCertificate::new().cert(cert_pem).key(key_pem),
+    )))
+}
