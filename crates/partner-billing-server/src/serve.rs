@@ -101,7 +101,9 @@ pub async fn serve_with(
     let acceptor =
         GuardedAcceptor::new(TcpAcceptor::from_tokio(listener)?, max_connections, limits);
     let acceptor = match tls {
-        Some(config) => acceptor.rustls(config.into_stream()?).boxed(),
+        Some(config) => crate::tls::ConfigFirst::new(acceptor)
+            .rustls(config.into_stream()?)
+            .boxed(),
         None => acceptor.boxed(),
     };
     let result = Server::new_with_acceptor(acceptor)

@@ -4,8 +4,10 @@
 
 use std::path::Path;
 
-use anyhow::{Context, bail};
-use poem::listener::{RustlsCertificate, RustlsConfig};
+use anyhow::{anyhow, bail};
+use poem::http::uri::Scheme;
+use poem::listener::{Acceptor, RustlsCertificate, RustlsConfig};
+use poem::web::{LocalAddr, RemoteAddr};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -18,9 +20,9 @@ pub fn load(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Option<Ru
         (Some(cert), Some(key)) => (cert, key),
     };
     let cert_pem = std::fs::read(cert)
-        .with_context(|| format!("cannot read TLS certificate file {}", cert.display()))?;
+        .map_err(|e| anyhow!("cannot read TLS certificate file {}: {e}", cert.display()))?;
     let key_pem = std::fs::read(key)
-        .with_context(|| format!("cannot read TLS key file {}", key.display()))?;
+        .map_err(|e| anyhow!("cannot read TLS key file {}: {e}", key.display()))?;
     let certs = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .ok()
@@ -38,4 +40,40 @@ pub fn load(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Option<Ru
     Ok(Some(RustlsConfig::new().fallback(
         RustlsCertificate::new().cert(cert_pem).key(key_pem),
     )))
+}
+
+/// Lets poem's TLS acceptor load its configuration before it takes the first connection.
+///
+/// `RustlsAcceptor` waits on its configuration and on the next connection at once and picks
+/// either; a connection that comes first (one already waiting when the server starts) is
+/// dropped with "no valid tls config". This acceptor answers its first `accept` with one
+/// `Pending` turn, so the configuration, which is ready at once, always wins that race.
+pub struct ConfigFirst<A> {
+    inner: A,
+    started: bool,
+}
+
+impl<A> ConfigFirst<A> {
+    pub fn new(inner: A) -> Self {
+        Self {
+            inner,
+            started: false,
+        }
+    }
+}
+
+impl<A: Acceptor> Acceptor for ConfigFirst<A> {
+    type Io = A::Io;
+
+    fn local_addr(&self) -> Vec<LocalAddr> {
+        self.inner.local_addr()
+    }
+
+    async fn accept(&mut self) -> std::io::Result<(Self::Io, LocalAddr, RemoteAddr, Scheme)> {
+        if !self.started {
+            self.started = true;
+            tokio::task::yield_now().await;
+        }
+        self.inner.accept().await
+    }
 }
