@@ -98,13 +98,18 @@ pub async fn serve_with(
         }
         None => None,
     };
-    let acceptor =
-        GuardedAcceptor::new(TcpAcceptor::from_tokio(listener)?, max_connections, limits);
+    // With TLS the guard sits above it: the connection limit counts TLS connections, and the
+    // time limits (which look for the end of the headers) read the decrypted bytes; the
+    // handshake runs within the first request's header limit.
+    let tcp = TcpAcceptor::from_tokio(listener)?;
     let acceptor = match tls {
-        Some(config) => crate::tls::ConfigFirst::new(acceptor)
-            .rustls(config.into_stream()?)
-            .boxed(),
-        None => acceptor.boxed(),
+        Some(config) => GuardedAcceptor::new(
+            crate::tls::ConfigFirst::new(tcp).rustls(config.into_stream()?),
+            max_connections,
+            limits,
+        )
+        .boxed(),
+        None => GuardedAcceptor::new(tcp, max_connections, limits).boxed(),
     };
     let result = Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(
