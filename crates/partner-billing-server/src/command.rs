@@ -77,6 +77,16 @@ struct Args {
     /// Most client connections open at once; more wait until one closes.
     #[arg(long, env = "PARTNER_BILLING_MAX_CONNECTIONS", default_value_t = 4096)]
     max_connections: usize,
+    /// Serve HTTPS with this certificate chain (PEM); needs `--tls-key`.
+    #[arg(long, env = "PARTNER_BILLING_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`; needs `--tls-cert`.
+    #[arg(long, env = "PARTNER_BILLING_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// The address browsers use, e.g. `https://billing.example.com`; when `https://`, panel
+    /// cookies are `Secure` and HSTS is sent.
+    #[arg(long, env = "PARTNER_BILLING_PUBLIC_URL")]
+    public_url: Option<String>,
     /// Print the OpenAPI document and exit.
     #[arg(long)]
     print_openapi: bool,
@@ -109,6 +119,11 @@ where
     }
     crate::logging::init(args.log_format);
     install_panic_hook();
+    let tls = crate::tls::load(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
+    let public_https = args
+        .public_url
+        .as_deref()
+        .is_some_and(|url| url.to_ascii_lowercase().starts_with("https://"));
     let store = Store::connect(&args.database_url, Clock::system())
         .await
         .context("cannot open the database")?;
@@ -145,10 +160,13 @@ where
         None => None,
     };
     let shutdown = shutdown_signal().context("cannot install signal handlers")?;
-    tracing::info!(address = %listener.local_addr()?, backend = ?store.backend(), "partner-billing-server listening");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(address = %listener.local_addr()?, scheme, backend = ?store.backend(), "partner-billing-server listening");
     let options = ServeOptions {
         metrics_listener,
         max_connections: args.max_connections,
+        tls,
+        public_https,
         ..ServeOptions::default()
     };
     crate::serve_with(listener, store.clone(), shutdown, options).await?;

@@ -2,24 +2,43 @@
 //! every `/v1` answer is `Cache-Control: no-store` and `X-Content-Type-Options: nosniff`;
 //! `/docs` (Swagger UI, every script and style of it inline in the page, nothing from another
 //! origin) gets a Content-Security-Policy that allows exactly those inline pieces, by hash.
+//! When browsers reach the app over HTTPS, every answer has `Strict-Transport-Security`.
 
 use base64::Engine as _;
 use poem::http::{HeaderValue, header};
 use poem::{Endpoint, IntoResponse, Request, Response};
 use sha2::{Digest, Sha256};
 
+/// One year; no `preload` (that is the operator's choice, made at the browsers' list).
+pub const HSTS: &str = "max-age=31536000";
+
+/// Marks a request of an app reached over HTTPS (for the panel's `Secure` cookies).
+#[derive(Clone, Copy, Debug)]
+pub struct Https;
+
 /// Adds the headers to the answer of `ep`.
 pub async fn secure_headers<E: Endpoint>(
     ep: &E,
     req: Request,
     docs_csp: &HeaderValue,
+    https: bool,
 ) -> poem::Result<Response> {
     let path = req.uri().path().to_owned();
+    let mut req = req;
+    if https {
+        req.extensions_mut().insert(Https);
+    }
     let mut response = match ep.call(req).await {
         Ok(r) => r.into_response(),
         Err(e) => e.into_response(),
     };
     let headers = response.headers_mut();
+    if https {
+        headers.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static(HSTS),
+        );
+    }
     if path == "/v1" || path.starts_with("/v1/") {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         headers.insert(

@@ -21,6 +21,7 @@ mod product;
 pub mod request_id;
 mod route;
 mod serve;
+pub mod tls;
 mod web;
 mod webhook_worker;
 mod webhooks;
@@ -181,8 +182,21 @@ pub fn openapi_document() -> String {
     text
 }
 
-/// The whole service for one store.
+/// How the app is reached, for what only the transport decides (DESIGN.md §2, §18).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppOptions {
+    /// Browsers reach the app over HTTPS (`--tls-cert`, or an `https://` `--public-url`):
+    /// panel cookies are `Secure` and every answer has `Strict-Transport-Security`.
+    pub https: bool,
+}
+
+/// The whole service for one store, reached over plain HTTP.
 pub fn app(state: AppState) -> BoxEndpoint<'static> {
+    app_with(state, AppOptions::default())
+}
+
+/// As [`app`], with the transport settings.
+pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
     let metrics = state.metrics.clone();
     let service = service();
     let raw_spec = service.spec();
@@ -215,7 +229,7 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
         .around(|ep, req| async move { guard::guard(&ep, req).await })
         .around(move |ep, req| {
             let docs_csp = docs_csp.clone();
-            async move { headers::secure_headers(&ep, req, &docs_csp).await }
+            async move { headers::secure_headers(&ep, req, &docs_csp, options.https).await }
         })
         .around(|ep, req| async move { Ok(add_allow_header(&ep, req).await) })
         // Operations, once for every route: the access log inside the request's span, the

@@ -5,13 +5,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use poem::Server;
-use poem::listener::TcpAcceptor;
+use poem::listener::{AcceptorExt, IntoTlsConfigStream, RustlsConfig, TcpAcceptor};
 
 use partner_billing::store::Store;
 
 use crate::connections::GuardedAcceptor;
 use crate::metrics::{self, Metrics};
-use crate::{AppState, app, purge_periodically};
+use crate::{AppOptions, AppState, app_with, purge_periodically};
 
 /// How a server runs beyond its listener and store.
 pub struct ServeOptions {
@@ -25,6 +25,11 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Time limits on slow clients.
     pub limits: crate::connections::Limits,
+    /// Serve HTTPS with this certificate and key (`--tls-cert`, `--tls-key`) on the same
+    /// listener, within the same connection limits.
+    pub tls: Option<RustlsConfig>,
+    /// Browsers reach the app over HTTPS through a proxy (`--public-url https://…`).
+    pub public_https: bool,
 }
 
 impl Default for ServeOptions {
@@ -35,6 +40,8 @@ impl Default for ServeOptions {
             drain_timeout: Duration::from_secs(30),
             max_connections: 4096,
             limits: crate::connections::Limits::default(),
+            tls: None,
+            public_https: false,
         }
     }
 }
@@ -62,7 +69,12 @@ pub async fn serve_with(
         drain_timeout,
         max_connections,
         limits,
+        tls,
+        public_https,
     } = options;
+    let app_options = AppOptions {
+        https: tls.is_some() || public_https,
+    };
     {
         let metrics = metrics.clone();
         store.observe_license_groups(move |size| metrics.observe_license_group_size(size));
@@ -86,11 +98,22 @@ pub async fn serve_with(
         }
         None => None,
     };
-    let acceptor =
-        GuardedAcceptor::new(TcpAcceptor::from_tokio(listener)?, max_connections, limits);
+    // With TLS the guard sits above it: the connection limit counts TLS connections, and the
+    // time limits (which look for the end of the headers) read the decrypted bytes; the
+    // handshake runs within the first request's header limit.
+    let tcp = TcpAcceptor::from_tokio(listener)?;
+    let acceptor = match tls {
+        Some(config) => GuardedAcceptor::new(
+            crate::tls::ConfigFirst::new(tcp).rustls(config.into_stream()?),
+            max_connections,
+            limits,
+        )
+        .boxed(),
+        None => GuardedAcceptor::new(tcp, max_connections, limits).boxed(),
+    };
     let result = Server::new_with_acceptor(acceptor)
         .run_with_graceful_shutdown(
-            app(AppState { store, metrics }),
+            app_with(AppState { store, metrics }, app_options),
             shutdown,
             Some(drain_timeout),
         )

@@ -26,5 +26,6 @@ mod redemption_limits;
 mod replicas;
 mod slow_clients;
 mod startup;
+mod tls;
 mod webhook_reliability;
 mod webhooks;

@@ -1,5 +1,5 @@
 //! The `pb_session` cookie: `HttpOnly`, `SameSite=Strict`, `Path=/panel`, and `Secure` when the
-//! panel is reached over HTTPS.
+//! server serves TLS or its `--public-url` is `https://` (DESIGN.md §18).
 
 use poem::Request;
 use poem::http::header;
@@ -22,12 +22,10 @@ pub fn session_token(req: &Request) -> Option<Secret> {
         .map(|(_, value)| Secret::from_presented(value.trim()))
 }
 
-/// Whether the browser reached us over HTTPS (directly, or through a proxy that says so).
+/// Whether browsers reach the app over HTTPS, as configured (never guessed from a header a
+/// client can send).
 fn is_https(req: &Request) -> bool {
-    req.uri().scheme_str() == Some("https")
-        || req
-            .header("x-forwarded-proto")
-            .is_some_and(|p| p.eq_ignore_ascii_case("https"))
+    req.extensions().get::<crate::headers::Https>().is_some()
 }
 
 fn attributes(req: &Request) -> &'static str {
