@@ -177,6 +177,12 @@ pub fn openapi_document() -> String {
             }
         }
     }
+    // Event types are a closed set; poem-openapi has no enum for the items of a `Vec<String>`.
+    if let Some(items) = doc
+        .pointer_mut("/components/schemas/CreateWebhookEndpointRequest/properties/eventTypes/items")
+    {
+        items["enum"] = serde_json::json!(partner_billing::wire::WEBHOOK_EVENT_TYPES);
+    }
     let mut text = serde_json::to_string_pretty(&doc).expect("a JSON value serialises");
     text.push('\n');
     text

@@ -154,7 +154,7 @@ impl WebhooksApi {
         state: Data<&AppState>,
         auth: PanelAuth,
         /// The product (`productSlug` of the balances).
-        #[oai(name = "productSlug")]
+        #[oai(name = "productSlug", validator(pattern = r"^[a-z0-9._-]{1,64}$"))]
         product_slug: Path<String>,
         body: JsonBody<SetLowBalanceAlertRequest>,
     ) -> ApiResult<Json<LowBalanceAlert>> {

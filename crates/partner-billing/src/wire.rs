@@ -200,6 +200,7 @@ pub struct ChangePasswordRequest {
     #[cfg_attr(feature = "openapi", oai(validator(max_length = 1024)))]
     pub current_password: String,
     /// The new password: 12-128 characters.
+    #[cfg_attr(feature = "openapi", oai(validator(min_length = 12, max_length = 128)))]
     pub new_password: String,
 }
 

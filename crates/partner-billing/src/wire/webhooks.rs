@@ -36,8 +36,11 @@ pub struct CreateWebhookEndpointRequest {
     /// The event types to send, e.g. `["license.issued", "balance.low"]` (at least one).
     #[cfg_attr(feature = "openapi", oai(validator(min_items = 1, max_items = 16)))]
     pub event_types: Vec<String>,
-    /// A label for the endpoint (at most 256 characters).
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 256)))]
+    /// A label for the endpoint (at most 256 characters, no control characters).
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
+    )]
     #[serde(default)]
     pub description: Option<String>,
 }
