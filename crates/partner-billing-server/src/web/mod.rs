@@ -47,7 +47,10 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .at("/licenses", get(licenses::page))
         .at("/webhooks", get(webhooks::page).post(webhooks::create))
         .at("/webhooks/:webhook_endpoint_id/test", post(webhooks::test))
-        .at("/webhooks/:webhook_endpoint_id/delete", post(webhooks::delete))
+        .at(
+            "/webhooks/:webhook_endpoint_id/delete",
+            post(webhooks::delete),
+        )
         .at("/settings", get(settings::page))
         .at("/settings/password", post(settings::change_password))
         .at("/settings/alerts", post(settings::save_alerts))
