@@ -126,7 +126,7 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
     assert_eq!(live_endpoints(&app).await, 1);
 
     // "Send test event": the receiver gets a webhook.test signed with the secret shown once.
-    let tested = post(&app, &test_path, &cookie, &[("csrf", &token)]).await;
+    let tested = post(&app, &test_path, &cookie, &[("csrf", token.as_str())]).await;
     assert_eq!(tested.status, 200, "{}", tested.body);
     assert!(tested.body.contains("A webhook.test event is on its way."));
     let received = receiver.wait_for(1).await;
@@ -150,7 +150,7 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
         &app,
         "/panel/webhooks/rwe_000000000000000000000000/test",
         &cookie,
-        &[("csrf", &token)],
+        &[("csrf", token.as_str())],
     )
     .await;
     assert_eq!(unknown.status, 404);
@@ -158,7 +158,7 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
     assert_eq!(events(&app).await, events_before);
 
     // Delete: back to the page, which no longer lists it; nothing more is sent to it.
-    let deleted = post(&app, &delete_path, &cookie, &[("csrf", &token)]).await;
+    let deleted = post(&app, &delete_path, &cookie, &[("csrf", token.as_str())]).await;
     assert_eq!(deleted.status, 303);
     assert_eq!(deleted.headers[LOCATION], "/panel/webhooks");
     assert_eq!(live_endpoints(&app).await, 0);
@@ -169,7 +169,7 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
             .body
             .contains(&format!("data-endpoint-id=\"{endpoint_id}\""))
     );
-    let again = post(&app, &test_path, &cookie, &[("csrf", &token)]).await;
+    let again = post(&app, &test_path, &cookie, &[("csrf", token.as_str())]).await;
     assert_eq!(again.status, 404);
 }
 
@@ -261,7 +261,7 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
         &app,
         "/panel/settings/alerts",
         &cookie,
-        &[("csrf", &token), ("alert:pro", "5"), ("alert:basic", "0")],
+        &[("csrf", token.as_str()), ("alert:pro", "5"), ("alert:basic", "0")],
     )
     .await;
     assert_eq!(saved.status, 200, "{}", saved.body);
@@ -283,7 +283,7 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
             &app,
             "/panel/settings/alerts",
             &cookie,
-            &[("csrf", &token), ("alert:pro", "9"), ("alert:basic", bad)],
+            &[("csrf", token.as_str()), ("alert:pro", "9"), ("alert:basic", bad)],
         )
         .await;
         assert_eq!(refused.status, 400, "{bad}");
@@ -319,7 +319,7 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
         &app,
         "/panel/settings/alerts",
         &cookie,
-        &[("csrf", &token), ("alert:pro", "0")],
+        &[("csrf", token.as_str()), ("alert:pro", "0")],
     )
     .await;
     assert_eq!(off.status, 200);

@@ -151,7 +151,7 @@ pub async fn save_alerts(
                 alerts_error: Some(format!(
                     "The alert for {slug} must be a whole number from 0 (off) to {MAX_THRESHOLD}."
                 )),
-                submitted,
+                submitted: submitted.clone(),
                 ..Outcome::default()
             };
             return render_page(&state, who, StatusCode::BAD_REQUEST, outcome).await;

@@ -136,7 +136,7 @@ async fn render_page(
     deliveries.truncate(DELIVERIES_ON_PAGE);
     let choices = WEBHOOK_EVENT_TYPES
         .iter()
-        .map(|event_type| EventChoice {
+        .map(|&event_type| EventChoice {
             event_type,
             checked: form.event_types.iter().any(|t| t == event_type),
         })
