@@ -339,7 +339,11 @@ async fn panel_screenshots() {
         .await;
     receiver.wait_for(1).await;
     partner_billing_tests::receiver::eventually("the delivery on the webhooks page", || async {
-        browser.client.goto(&app.url("/panel/webhooks")).await.unwrap();
+        browser
+            .client
+            .goto(&app.url("/panel/webhooks"))
+            .await
+            .unwrap();
         let html = browser.client.source().await.unwrap();
         html.contains("delivered (HTTP").then_some(())
     })

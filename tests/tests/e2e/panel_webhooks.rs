@@ -261,7 +261,11 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
         &app,
         "/panel/settings/alerts",
         &cookie,
-        &[("csrf", token.as_str()), ("alert:pro", "5"), ("alert:basic", "0")],
+        &[
+            ("csrf", token.as_str()),
+            ("alert:pro", "5"),
+            ("alert:basic", "0"),
+        ],
     )
     .await;
     assert_eq!(saved.status, 200, "{}", saved.body);
@@ -283,7 +287,11 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
             &app,
             "/panel/settings/alerts",
             &cookie,
-            &[("csrf", token.as_str()), ("alert:pro", "9"), ("alert:basic", bad)],
+            &[
+                ("csrf", token.as_str()),
+                ("alert:pro", "9"),
+                ("alert:basic", bad),
+            ],
         )
         .await;
         assert_eq!(refused.status, 400, "{bad}");
