@@ -132,7 +132,7 @@ async fn render_page(
             },
         }));
     }
-    deliveries.sort_by(|a, b| b.attempted_utc.cmp(&a.attempted_utc));
+    deliveries.sort_by_key(|d| std::cmp::Reverse(d.attempted_utc));
     deliveries.truncate(DELIVERIES_ON_PAGE);
     let choices = WEBHOOK_EVENT_TYPES
         .iter()
