@@ -26,8 +26,11 @@ const EXTRA: &[&str] = &[
     "/panel/promo-batches",
     "/panel/licenses",
     "/panel/webhooks",
+    "/panel/webhooks/{webhookEndpointId}/test",
+    "/panel/webhooks/{webhookEndpointId}/delete",
     "/panel/settings",
     "/panel/settings/password",
+    "/panel/settings/alerts",
     "/panel/assets/{file}",
 ];
 

@@ -294,6 +294,25 @@ pub async fn list_deliveries(
     Ok(WebhookDeliveryList { deliveries })
 }
 
+/// The account's low-balance thresholds that were ever set (0 = off), by product slug.
+pub async fn low_balance_alerts(store: &Store, account_id: i64) -> Result<Vec<LowBalanceAlert>> {
+    let rows = sqlx::query(
+        "SELECT p.slug, a.low_balance_threshold FROM balance_alerts a JOIN plans p ON p.id = a.plan_id \
+         WHERE a.account_id = $1 ORDER BY p.slug",
+    )
+    .bind(account_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(LowBalanceAlert {
+                product_slug: row.try_get("slug")?,
+                low_balance_threshold: row.try_get("low_balance_threshold")?,
+            })
+        })
+        .collect()
+}
+
 /// Sets a product's low-balance threshold (0 turns it off). An unknown plan is
 /// [`Error::UnknownPlan`].
 pub async fn set_low_balance_alert(

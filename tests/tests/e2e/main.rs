@@ -19,6 +19,7 @@ mod outage;
 mod panel;
 mod panel_browser;
 mod panel_sessions;
+mod panel_webhooks;
 mod product;
 mod promo;
 mod redemption;

@@ -19,17 +19,17 @@ both_databases!(
 );
 
 /// A client that does not follow redirects, so that 303s can be checked.
-fn browserless() -> reqwest::Client {
+pub(crate) fn browserless() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
 }
 
-struct Page {
-    status: u16,
-    headers: HeaderMap,
-    body: String,
+pub(crate) struct Page {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: String,
 }
 
 async fn read(response: reqwest::Response) -> Page {
@@ -40,7 +40,7 @@ async fn read(response: reqwest::Response) -> Page {
     }
 }
 
-async fn get(app: &TestApp, path: &str, cookie: &str) -> Page {
+pub(crate) async fn get(app: &TestApp, path: &str, cookie: &str) -> Page {
     let response = browserless()
         .get(app.url(path))
         .header("Cookie", cookie)
@@ -50,7 +50,7 @@ async fn get(app: &TestApp, path: &str, cookie: &str) -> Page {
     read(response).await
 }
 
-async fn post(app: &TestApp, path: &str, cookie: &str, form: &[(&str, &str)]) -> Page {
+pub(crate) async fn post(app: &TestApp, path: &str, cookie: &str, form: &[(&str, &str)]) -> Page {
     let response = browserless()
         .post(app.url(path))
         .header("Cookie", cookie)
@@ -63,7 +63,7 @@ async fn post(app: &TestApp, path: &str, cookie: &str, form: &[(&str, &str)]) ->
 }
 
 /// Signs in through the form; returns the `Cookie` header value.
-async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> String {
+pub(crate) async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> String {
     let page = post(
         app,
         "/panel/login",
@@ -81,19 +81,19 @@ async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> String {
     cookie.split(';').next().unwrap().to_owned()
 }
 
-fn between<'a>(body: &'a str, start: &str, end: &str) -> Option<&'a str> {
+pub(crate) fn between<'a>(body: &'a str, start: &str, end: &str) -> Option<&'a str> {
     let from = body.find(start)? + start.len();
     let len = body[from..].find(end)?;
     Some(&body[from..from + len])
 }
 
-fn csrf(page: &Page) -> String {
+pub(crate) fn csrf(page: &Page) -> String {
     between(&page.body, "name=\"csrf\" value=\"", "\"")
         .expect("a CSRF field")
         .to_owned()
 }
 
-fn assert_security_headers(page: &Page) {
+pub(crate) fn assert_security_headers(page: &Page) {
     assert_eq!(
         page.headers["content-security-policy"],
         "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"

@@ -310,6 +310,57 @@ async fn panel_screenshots() {
         .click("form[action='/panel/api-keys'] button[type=submit]")
         .await;
     shot("api-keys-new-secret.png").await;
+    // Webhooks: add an endpoint (its secret shown once), send a test event, see it delivered.
+    let receiver = partner_billing_tests::receiver::Receiver::start().await;
+    browser
+        .client
+        .goto(&app.url("/panel/webhooks"))
+        .await
+        .unwrap();
+    shot("webhooks-empty.png").await;
+    browser.fill("#url", &receiver.url).await;
+    browser.fill("#description", "billing alerts").await;
+    for event_type in ["balance.low", "license.issued", "webhook.test"] {
+        browser
+            .client
+            .find(Locator::Css(&format!("input[value='{event_type}']")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+    browser
+        .click("form[action='/panel/webhooks'] button[type=submit]")
+        .await;
+    shot("webhooks-new-secret.png").await;
+    browser
+        .click("form[action$='/test'] button[type=submit]")
+        .await;
+    receiver.wait_for(1).await;
+    partner_billing_tests::receiver::eventually("the delivery on the webhooks page", || async {
+        browser
+            .client
+            .goto(&app.url("/panel/webhooks"))
+            .await
+            .unwrap();
+        let html = browser.client.source().await.unwrap();
+        html.contains("delivered (HTTP").then_some(())
+    })
+    .await;
+    shot("webhooks.png").await;
+    // A low-balance alert on settings, then shown on the overview.
+    browser
+        .client
+        .goto(&app.url("/panel/settings"))
+        .await
+        .unwrap();
+    browser.fill("#alert-pro", "25").await;
+    browser
+        .click("form[action='/panel/settings/alerts'] button[type=submit]")
+        .await;
+    browser.client.goto(&app.url("/panel")).await.unwrap();
+    shot("overview.png").await;
     for (path, name) in [
         ("/panel/api-keys", "api-keys.png"),
         ("/panel/ledger", "ledger.png"),

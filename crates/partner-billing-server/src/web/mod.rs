@@ -16,6 +16,7 @@ mod overview;
 mod promo_batches;
 mod session;
 mod settings;
+mod webhooks;
 
 use poem::http::{HeaderValue, header};
 use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, get, post};
@@ -44,8 +45,15 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .at("/ledger.csv", get(ledger::csv))
         .at("/promo-batches", get(promo_batches::page))
         .at("/licenses", get(licenses::page))
+        .at("/webhooks", get(webhooks::page).post(webhooks::create))
+        .at("/webhooks/:webhook_endpoint_id/test", post(webhooks::test))
+        .at(
+            "/webhooks/:webhook_endpoint_id/delete",
+            post(webhooks::delete),
+        )
         .at("/settings", get(settings::page))
         .at("/settings/password", post(settings::change_password))
+        .at("/settings/alerts", post(settings::save_alerts))
         .at("/assets/:file", get(assets::file))
         .around(|ep, req| async move {
             let mut response = match ep.call(req).await {

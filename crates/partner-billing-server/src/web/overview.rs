@@ -5,11 +5,18 @@ use poem::http::StatusCode;
 use poem::web::Data;
 use poem::{Request, Response, handler};
 
-use partner_billing::wire::{Balance, ResellerAccount};
-use partner_billing::{accounts, quota};
+use partner_billing::wire::ResellerAccount;
+use partner_billing::{accounts, quota, webhooks};
 
 use super::{layout, session};
 use crate::AppState;
+
+/// A balance with its low-balance alert (`None` when off).
+struct BalanceRow {
+    product_slug: String,
+    remaining_balance: i64,
+    low_balance_alert: Option<i64>,
+}
 
 #[derive(Template)]
 #[template(path = "overview.html")]
@@ -17,7 +24,7 @@ struct OverviewPage {
     csrf: String,
     current: &'static str,
     account: ResellerAccount,
-    balances: Vec<Balance>,
+    balances: Vec<BalanceRow>,
 }
 
 #[handler]
@@ -34,6 +41,22 @@ pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
         Ok(b) => b.balances,
         Err(err) => return layout::failure(err),
     };
+    let alerts = match webhooks::low_balance_alerts(&state.store, who.account.account_id).await {
+        Ok(alerts) => alerts,
+        Err(err) => return layout::failure(err),
+    };
+    let balances = balances
+        .into_iter()
+        .map(|b| BalanceRow {
+            low_balance_alert: alerts
+                .iter()
+                .find(|a| a.product_slug == b.product_slug)
+                .map(|a| a.low_balance_threshold)
+                .filter(|threshold| *threshold > 0),
+            product_slug: b.product_slug,
+            remaining_balance: b.remaining_balance,
+        })
+        .collect();
     layout::render(
         StatusCode::OK,
         &OverviewPage {

@@ -1,4 +1,5 @@
-//! `GET /panel/settings`: change the password (the same core function as the JSON API).
+//! `GET /panel/settings`: change the password (the same core function as the JSON API) and
+//! set the low-balance alert of each product the account has a balance for.
 
 use askama::Template;
 use poem::http::StatusCode;
@@ -7,12 +8,24 @@ use poem::{Request, Response, handler};
 use serde::Deserialize;
 
 use partner_billing::Error;
-use partner_billing::accounts;
 use partner_billing::domain::Password;
+use partner_billing::{accounts, quota, webhooks};
 
 use super::layout;
-use super::session;
+use super::session::{self, SignedIn};
 use crate::AppState;
+
+/// The highest threshold a product's alert takes (the core's bound).
+const MAX_THRESHOLD: i64 = 1_000_000_000;
+
+/// The name prefix of a threshold input: `alert:<productSlug>`.
+const ALERT_FIELD: &str = "alert:";
+
+/// One product's low-balance alert input.
+struct AlertRow {
+    product_slug: String,
+    value: String,
+}
 
 #[derive(Template)]
 #[template(path = "settings.html")]
@@ -21,22 +34,150 @@ struct SettingsPage {
     current: &'static str,
     notice: Option<&'static str>,
     error: Option<&'static str>,
+    alerts: Vec<AlertRow>,
+    alerts_notice: Option<&'static str>,
+    alerts_error: Option<String>,
+}
+
+/// The messages of the two forms; the alert inputs as submitted when they were refused.
+#[derive(Default)]
+struct Outcome {
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+    alerts_notice: Option<&'static str>,
+    alerts_error: Option<String>,
+    submitted: Vec<(String, String)>,
+}
+
+/// Each product the account has a balance for, with its threshold (0 = off), or the value
+/// just submitted when the alerts form was refused.
+async fn alert_rows(
+    state: &AppState,
+    account_id: i64,
+    submitted: &[(String, String)],
+) -> partner_billing::Result<Vec<AlertRow>> {
+    let balances = quota::balances(&state.store, account_id).await?.balances;
+    let alerts = webhooks::low_balance_alerts(&state.store, account_id).await?;
+    Ok(balances
+        .into_iter()
+        .map(|b| {
+            let value = submitted
+                .iter()
+                .find(|(slug, _)| *slug == b.product_slug)
+                .map(|(_, v)| v.clone())
+                .or_else(|| {
+                    alerts
+                        .iter()
+                        .find(|a| a.product_slug == b.product_slug)
+                        .map(|a| a.low_balance_threshold.to_string())
+                })
+                .unwrap_or_else(|| "0".to_owned());
+            AlertRow {
+                product_slug: b.product_slug,
+                value,
+            }
+        })
+        .collect())
+}
+
+async fn render_page(
+    state: &AppState,
+    who: SignedIn,
+    status: StatusCode,
+    outcome: Outcome,
+) -> Response {
+    let alerts = match alert_rows(state, who.account.account_id, &outcome.submitted).await {
+        Ok(rows) => rows,
+        Err(err) => return layout::failure(err),
+    };
+    layout::render(
+        status,
+        &SettingsPage {
+            csrf: who.csrf,
+            current: "settings",
+            notice: outcome.notice,
+            error: outcome.error,
+            alerts,
+            alerts_notice: outcome.alerts_notice,
+            alerts_error: outcome.alerts_error,
+        },
+    )
 }
 
 #[handler]
 pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
     match session::signed_in(&state.store, req).await {
-        Ok(who) => layout::render(
-            StatusCode::OK,
-            &SettingsPage {
-                csrf: who.csrf,
-                current: "settings",
-                notice: None,
-                error: None,
-            },
-        ),
+        Ok(who) => render_page(&state, who, StatusCode::OK, Outcome::default()).await,
         Err(response) => response,
     }
+}
+
+/// `POST /panel/settings/alerts`: "Save alerts". Every value is checked before any is saved,
+/// so a refused form changes nothing.
+#[handler]
+pub async fn save_alerts(
+    req: &Request,
+    state: Data<&AppState>,
+    Form(fields): Form<Vec<(String, String)>>,
+) -> Response {
+    let csrf = fields
+        .iter()
+        .find(|(name, _)| name == "csrf")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    let who = match session::signed_in_form(&state.store, req, csrf).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let submitted: Vec<(String, String)> = fields
+        .iter()
+        .filter_map(|(name, value)| {
+            let slug = name.strip_prefix(ALERT_FIELD)?;
+            Some((slug.to_owned(), value.trim().to_owned()))
+        })
+        .collect();
+    let mut thresholds = Vec::with_capacity(submitted.len());
+    for (slug, value) in &submitted {
+        let parsed = if value.is_empty() {
+            Some(0)
+        } else {
+            value
+                .parse::<i64>()
+                .ok()
+                .filter(|n| (0..=MAX_THRESHOLD).contains(n))
+        };
+        let Some(threshold) = parsed else {
+            let outcome = Outcome {
+                alerts_error: Some(format!(
+                    "The alert for {slug} must be a whole number from 0 (off) to {MAX_THRESHOLD}."
+                )),
+                submitted: submitted.clone(),
+                ..Outcome::default()
+            };
+            return render_page(&state, who, StatusCode::BAD_REQUEST, outcome).await;
+        };
+        thresholds.push((slug.as_str(), threshold));
+    }
+    for (slug, threshold) in thresholds {
+        match webhooks::set_low_balance_alert(&state.store, who.account.account_id, slug, threshold)
+            .await
+        {
+            Ok(_) => {}
+            Err(Error::UnknownPlan | Error::Validation(_)) => {
+                let outcome = Outcome {
+                    alerts_error: Some(format!("There is no product {slug}.")),
+                    ..Outcome::default()
+                };
+                return render_page(&state, who, StatusCode::BAD_REQUEST, outcome).await;
+            }
+            Err(err) => return layout::failure(err),
+        }
+    }
+    let outcome = Outcome {
+        alerts_notice: Some("Low-balance alerts saved."),
+        ..Outcome::default()
+    };
+    render_page(&state, who, StatusCode::OK, outcome).await
 }
 
 #[derive(Deserialize)]
@@ -92,13 +233,10 @@ pub async fn change_password(
         ),
         Err(err) => return layout::failure(err),
     };
-    layout::render(
-        status,
-        &SettingsPage {
-            csrf: who.csrf,
-            current: "settings",
-            notice,
-            error,
-        },
-    )
+    let outcome = Outcome {
+        notice,
+        error,
+        ..Outcome::default()
+    };
+    render_page(&state, who, status, outcome).await
 }

@@ -1,0 +1,325 @@
+//! `GET /panel/webhooks`: the account's webhook endpoints (DESIGN §16): add one (its signing
+//! secret shown once), send a test event, delete, and the newest delivery attempts.
+
+use askama::Template;
+use poem::http::StatusCode;
+use poem::web::{Data, Form, Path};
+use poem::{Request, Response, handler};
+use serde::Deserialize;
+
+use partner_billing::Error;
+use partner_billing::webhooks;
+use partner_billing::wire::{
+    CreateWebhookEndpointRequest, CreatedWebhookEndpoint, WEBHOOK_EVENT_TYPES, WebhookEndpoint,
+};
+
+use super::layout::{self, Utc};
+use super::session::{self, SignedIn};
+use crate::AppState;
+
+/// How many of the newest delivery attempts the page shows, all endpoints together.
+const DELIVERIES_ON_PAGE: usize = 20;
+
+/// An endpoint as its table row shows it.
+struct EndpointRow {
+    webhook_endpoint_id: String,
+    url: String,
+    event_types: String,
+    description: String,
+    status: String,
+    created: Utc,
+}
+
+impl From<WebhookEndpoint> for EndpointRow {
+    fn from(endpoint: WebhookEndpoint) -> Self {
+        Self {
+            webhook_endpoint_id: endpoint.webhook_endpoint_id,
+            url: endpoint.url,
+            event_types: endpoint.event_types.join(", "),
+            description: endpoint.description.unwrap_or_default(),
+            status: endpoint.status,
+            created: Utc::new(endpoint.created_utc),
+        }
+    }
+}
+
+/// One delivery attempt as the deliveries table shows it.
+struct DeliveryRow {
+    attempted_utc: i64,
+    attempted: Utc,
+    url: String,
+    event_type: String,
+    event_id: String,
+    attempt: i64,
+    outcome: String,
+    delivered: bool,
+}
+
+/// One event type checkbox of the form.
+struct EventChoice {
+    event_type: &'static str,
+    checked: bool,
+}
+
+/// The secret of an endpoint just added: in this one response and nowhere else.
+struct NewSecret {
+    webhook_endpoint_id: String,
+    secret: String,
+}
+
+/// What the "Add endpoint" form holds: kept when it is refused.
+#[derive(Default)]
+struct AddForm {
+    url: String,
+    event_types: Vec<String>,
+    description: String,
+}
+
+#[derive(Template)]
+#[template(path = "webhooks.html")]
+struct WebhooksPage {
+    csrf: String,
+    current: &'static str,
+    endpoints: Vec<EndpointRow>,
+    deliveries: Vec<DeliveryRow>,
+    new_secret: Option<NewSecret>,
+    choices: Vec<EventChoice>,
+    url: String,
+    description: String,
+    notice: Option<&'static str>,
+    error: Option<String>,
+    max_endpoints: i64,
+}
+
+async fn render_page(
+    state: &AppState,
+    who: SignedIn,
+    status: StatusCode,
+    new_secret: Option<NewSecret>,
+    form: AddForm,
+    notice: Option<&'static str>,
+    error: Option<String>,
+) -> Response {
+    let account_id = who.account.account_id;
+    let endpoints = match webhooks::list_endpoints(&state.store, account_id).await {
+        Ok(list) => list.webhook_endpoints,
+        Err(err) => return layout::failure(err),
+    };
+    let mut deliveries = Vec::new();
+    for endpoint in &endpoints {
+        let list = match webhooks::list_deliveries(
+            &state.store,
+            account_id,
+            &endpoint.webhook_endpoint_id,
+        )
+        .await
+        {
+            Ok(list) => list.deliveries,
+            Err(err) => return layout::failure(err),
+        };
+        deliveries.extend(list.into_iter().map(|d| DeliveryRow {
+            attempted_utc: d.attempted_utc,
+            attempted: Utc::new(d.attempted_utc),
+            url: endpoint.url.clone(),
+            event_type: d.event_type,
+            event_id: d.event_id,
+            attempt: d.attempt,
+            delivered: d.status_code.is_some_and(|c| (200..300).contains(&c)),
+            outcome: match (d.status_code, d.error) {
+                (Some(code), _) => format!("HTTP {code}"),
+                (None, Some(error)) => error,
+                (None, None) => "no answer".to_owned(),
+            },
+        }));
+    }
+    deliveries.sort_by_key(|d| std::cmp::Reverse(d.attempted_utc));
+    deliveries.truncate(DELIVERIES_ON_PAGE);
+    let choices = WEBHOOK_EVENT_TYPES
+        .iter()
+        .map(|&event_type| EventChoice {
+            event_type,
+            checked: form.event_types.iter().any(|t| t == event_type),
+        })
+        .collect();
+    layout::render(
+        status,
+        &WebhooksPage {
+            csrf: who.csrf,
+            current: "webhooks",
+            endpoints: endpoints.into_iter().map(EndpointRow::from).collect(),
+            deliveries,
+            new_secret,
+            choices,
+            url: form.url,
+            description: form.description,
+            notice,
+            error,
+            max_endpoints: webhooks::MAX_ENDPOINTS,
+        },
+    )
+}
+
+#[handler]
+pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
+    match session::signed_in(&state.store, req).await {
+        Ok(who) => {
+            render_page(
+                &state,
+                who,
+                StatusCode::OK,
+                None,
+                AddForm::default(),
+                None,
+                None,
+            )
+            .await
+        }
+        Err(response) => response,
+    }
+}
+
+/// `POST /panel/webhooks`: "Add endpoint". The form's fields are read as pairs because each
+/// checked event type repeats the `event_types` name.
+#[handler]
+pub async fn create(
+    req: &Request,
+    state: Data<&AppState>,
+    Form(fields): Form<Vec<(String, String)>>,
+) -> Response {
+    let mut csrf = String::new();
+    let mut form = AddForm::default();
+    for (name, value) in fields {
+        match name.as_str() {
+            "csrf" => csrf = value,
+            "url" => form.url = value.trim().to_owned(),
+            "description" => form.description = value.trim().to_owned(),
+            "event_types" => form.event_types.push(value),
+            _ => {}
+        }
+    }
+    let who = match session::signed_in_form(&state.store, req, &csrf).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let refused = |status, error: String| (status, Some(error));
+    let (status, error) = if form.url.is_empty() {
+        refused(
+            StatusCode::BAD_REQUEST,
+            "Enter the URL to send events to.".to_owned(),
+        )
+    } else if form.event_types.is_empty() {
+        refused(
+            StatusCode::BAD_REQUEST,
+            "Choose at least one event type.".to_owned(),
+        )
+    } else {
+        let request = CreateWebhookEndpointRequest {
+            url: form.url.clone(),
+            event_types: form.event_types.clone(),
+            description: (!form.description.is_empty()).then(|| form.description.clone()),
+        };
+        match webhooks::create_endpoint(&state.store, who.account.account_id, &request).await {
+            Ok(CreatedWebhookEndpoint {
+                webhook_endpoint_id,
+                secret,
+                ..
+            }) => {
+                let new_secret = NewSecret {
+                    webhook_endpoint_id,
+                    secret,
+                };
+                return render_page(
+                    &state,
+                    who,
+                    StatusCode::OK,
+                    Some(new_secret),
+                    AddForm::default(),
+                    None,
+                    None,
+                )
+                .await;
+            }
+            Err(Error::WebhookEndpointLimitReached) => refused(
+                StatusCode::CONFLICT,
+                format!(
+                    "This account already has {} endpoints. Delete one you no longer use, then add the new one.",
+                    webhooks::MAX_ENDPOINTS
+                ),
+            ),
+            Err(Error::Validation(invalid)) => {
+                let error = match invalid.field {
+                    "url" => format!("The URL is refused: {}.", invalid.message),
+                    "eventTypes" => "Choose event types from the list.".to_owned(),
+                    "description" => {
+                        "A description is at most 256 characters, without control characters."
+                            .to_owned()
+                    }
+                    _ => format!("{} {}.", invalid.field, invalid.message),
+                };
+                refused(StatusCode::BAD_REQUEST, error)
+            }
+            Err(err) => return layout::failure(err),
+        }
+    };
+    render_page(&state, who, status, None, form, None, error).await
+}
+
+#[derive(Deserialize)]
+pub struct EndpointForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `POST /panel/webhooks/{webhookEndpointId}/test`: "Send test event".
+#[handler]
+pub async fn test(
+    req: &Request,
+    state: Data<&AppState>,
+    Path(endpoint_id): Path<String>,
+    Form(form): Form<EndpointForm>,
+) -> Response {
+    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    let outcome =
+        webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await;
+    after_action(&state, who, outcome, "A webhook.test event is on its way.").await
+}
+
+/// `POST /panel/webhooks/{webhookEndpointId}/delete`: "Delete"; nothing more is sent to it.
+#[handler]
+pub async fn delete(
+    req: &Request,
+    state: Data<&AppState>,
+    Path(endpoint_id): Path<String>,
+    Form(form): Form<EndpointForm>,
+) -> Response {
+    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
+        Ok(who) => who,
+        Err(response) => return response,
+    };
+    match webhooks::delete_endpoint(&state.store, who.account.account_id, &endpoint_id).await {
+        Ok(()) => layout::see_other("/panel/webhooks"),
+        outcome => after_action(&state, who, outcome, "").await,
+    }
+}
+
+/// The page after "Send test event" or a refused "Delete".
+async fn after_action(
+    state: &AppState,
+    who: SignedIn,
+    outcome: partner_billing::Result<()>,
+    notice: &'static str,
+) -> Response {
+    let (status, notice, error) = match outcome {
+        Ok(()) => (StatusCode::OK, Some(notice), None),
+        Err(Error::WebhookEndpointNotFound) => (
+            StatusCode::NOT_FOUND,
+            None,
+            Some("That endpoint does not exist.".to_owned()),
+        ),
+        Err(err) => return layout::failure(err),
+    };
+    render_page(state, who, status, None, AddForm::default(), notice, error).await
+}
