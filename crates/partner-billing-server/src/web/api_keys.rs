@@ -95,6 +95,24 @@ async fn render_page(
     )
 }
 
+/// The page answering "Create key" or "Roll": the new key's secret, in this response only.
+async fn show_new_key(state: &AppState, who: SignedIn, created: CreatedApiKey) -> Response {
+    let new_secret = NewSecret {
+        client_id: created.client_id,
+        api_key_id: created.api_key_id,
+        secret: created.secret,
+    };
+    render_page(
+        state,
+        who,
+        StatusCode::OK,
+        Some(new_secret),
+        String::new(),
+        None,
+    )
+    .await
+}
+
 #[handler]
 pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
     match session::signed_in(&state.store, req).await {
@@ -126,27 +144,7 @@ pub async fn create(
     let name = form.name.trim().to_owned();
     let requested = (!name.is_empty()).then_some(name.as_str());
     match keys::create_api_key(&state.store, who.account.account_id, requested).await {
-        Ok(CreatedApiKey {
-            api_key_id,
-            client_id,
-            secret,
-            ..
-        }) => {
-            let new_secret = NewSecret {
-                client_id,
-                api_key_id,
-                secret,
-            };
-            render_page(
-                &state,
-                who,
-                StatusCode::OK,
-                Some(new_secret),
-                String::new(),
-                None,
-            )
-            .await
-        }
+        Ok(created) => show_new_key(&state, who, created).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active. Revoke one you no longer use, then create a new one.",
@@ -253,27 +251,7 @@ pub async fn roll(
     )
     .await
     {
-        Ok(CreatedApiKey {
-            api_key_id,
-            client_id,
-            secret,
-            ..
-        }) => {
-            let new_secret = NewSecret {
-                client_id,
-                api_key_id,
-                secret,
-            };
-            render_page(
-                &state,
-                who,
-                StatusCode::OK,
-                Some(new_secret),
-                String::new(),
-                None,
-            )
-            .await
-        }
+        Ok(created) => show_new_key(&state, who, created).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active: revoke one you no longer use before rolling.",
