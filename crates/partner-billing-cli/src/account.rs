@@ -8,25 +8,16 @@ use clap::{Args, Subcommand};
 use partner_billing_client::Error as ApiError;
 use serde_json::json;
 
-use crate::args::{Remote, usage};
+use crate::args::usage;
 use crate::input::read_stdin_line;
 use crate::keys::{panel, session_error};
 use crate::output::Output;
-use crate::session::SessionFile;
+use crate::session::{PanelRemote, SessionFile};
 
 #[derive(Debug, Args)]
 pub struct AccountArgs {
-    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
-    #[arg(
-        long,
-        global = true,
-        env = "PARTNER_BILLING_SESSION_FILE",
-        value_name = "PATH"
-    )]
-    session_file: Option<std::path::PathBuf>,
-
     #[command(flatten)]
-    pub remote: Remote,
+    pub panel: PanelRemote,
 
     #[command(subcommand)]
     command: AccountCommand,
@@ -44,7 +35,7 @@ enum AccountCommand {
 }
 
 pub async fn run(base_url: &str, args: AccountArgs, out: Output) -> Result<ExitCode> {
-    let file = SessionFile::resolve(args.session_file)?;
+    let file = SessionFile::resolve(args.panel.session_file)?;
     match args.command {
         AccountCommand::Password { stdin } => {
             if !stdin {

@@ -13,24 +13,15 @@ use partner_billing::wire::ApiKeyList;
 use partner_billing_client::{Error as ApiError, PanelClient};
 use serde_json::json;
 
-use crate::args::{self, Remote, usage};
+use crate::args::{self, usage};
 use crate::input::read_password;
 use crate::output::{Output, fields, opt, opt_utc, table, utc};
-use crate::session::SessionFile;
+use crate::session::{PanelRemote, SessionFile};
 
 #[derive(Debug, Args)]
 pub struct KeysArgs {
-    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
-    #[arg(
-        long,
-        global = true,
-        env = "PARTNER_BILLING_SESSION_FILE",
-        value_name = "PATH"
-    )]
-    session_file: Option<std::path::PathBuf>,
-
     #[command(flatten)]
-    pub remote: Remote,
+    pub panel: PanelRemote,
 
     #[command(subcommand)]
     command: KeysCommand,
@@ -74,7 +65,7 @@ enum KeysCommand {
 }
 
 pub async fn run(base_url: &str, args: KeysArgs, out: Output) -> Result<ExitCode> {
-    let file = SessionFile::resolve(args.session_file)?;
+    let file = SessionFile::resolve(args.panel.session_file)?;
     match args.command {
         KeysCommand::Login { client_id } => login(base_url, client_id, &file, out).await?,
         KeysCommand::Logout => logout(base_url, &file, out).await?,

@@ -102,21 +102,21 @@ fn main() -> ExitCode {
                 promo::run(&base_url, args.command, out).await
             }
             Command::Keys(args) => {
-                let base_url = args.remote.resolve(cli.base_url);
+                let base_url = args.panel.remote.resolve(cli.base_url);
                 keys::run(&base_url, args, out).await
             }
             Command::Webhooks(args) => {
-                let base_url = args.remote.resolve(cli.base_url);
+                let base_url = args.panel.remote.resolve(cli.base_url);
                 webhooks::run(&base_url, args, out).await
             }
             Command::Alerts(args) => {
-                let base_url = args.remote.resolve(cli.base_url);
+                let base_url = args.panel.remote.resolve(cli.base_url);
                 webhooks::run_alerts(&base_url, args, out).await
             }
             Command::Completions(args) => generate::completions(Cli::command(), &args),
             Command::Man => generate::man(Cli::command()),
             Command::Account(args) => {
-                let base_url = args.remote.resolve(cli.base_url);
+                let base_url = args.panel.remote.resolve(cli.base_url);
                 account::run(&base_url, args, out).await
             }
         }

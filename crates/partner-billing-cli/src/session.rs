@@ -148,3 +148,20 @@ mod tests {
         let _ = fs::remove_dir_all(dir);
     }
 }
+
+/// What every panel-session command (`keys`, `account`, `webhooks`, `alerts`) takes: where
+/// `keys login` keeps the session token, and the service.
+#[derive(Debug, clap::Args)]
+pub struct PanelRemote {
+    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
+    #[arg(
+        long,
+        global = true,
+        env = "PARTNER_BILLING_SESSION_FILE",
+        value_name = "PATH"
+    )]
+    pub session_file: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub remote: crate::args::Remote,
+}

@@ -9,24 +9,14 @@ use clap::{Args, Subcommand};
 use partner_billing::wire::{WebhookDeliveryList, WebhookEndpointList};
 use serde_json::json;
 
-use crate::args::Remote;
 use crate::keys::{panel, session_error};
 use crate::output::{Output, fields, opt, opt_utc, table, utc};
-use crate::session::SessionFile;
+use crate::session::{PanelRemote, SessionFile};
 
 #[derive(Debug, Args)]
 pub struct WebhooksArgs {
-    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
-    #[arg(
-        long,
-        global = true,
-        env = "PARTNER_BILLING_SESSION_FILE",
-        value_name = "PATH"
-    )]
-    session_file: Option<std::path::PathBuf>,
-
     #[command(flatten)]
-    pub remote: Remote,
+    pub panel: PanelRemote,
 
     #[command(subcommand)]
     command: WebhooksCommand,
@@ -74,7 +64,7 @@ enum WebhooksCommand {
 }
 
 pub async fn run(base_url: &str, args: WebhooksArgs, out: Output) -> Result<ExitCode> {
-    let file = SessionFile::resolve(args.session_file)?;
+    let file = SessionFile::resolve(args.panel.session_file)?;
     let panel = panel(base_url, &file)?;
     match args.command {
         WebhooksCommand::Add {
@@ -135,17 +125,8 @@ pub async fn run(base_url: &str, args: WebhooksArgs, out: Output) -> Result<Exit
 
 #[derive(Debug, Args)]
 pub struct AlertsArgs {
-    /// Where `keys login` keeps the panel session token [default: $HOME/.partner-billing/session]
-    #[arg(
-        long,
-        global = true,
-        env = "PARTNER_BILLING_SESSION_FILE",
-        value_name = "PATH"
-    )]
-    session_file: Option<std::path::PathBuf>,
-
     #[command(flatten)]
-    pub remote: Remote,
+    pub panel: PanelRemote,
 
     #[command(subcommand)]
     command: AlertsCommand,
@@ -165,7 +146,7 @@ enum AlertsCommand {
 }
 
 pub async fn run_alerts(base_url: &str, args: AlertsArgs, out: Output) -> Result<ExitCode> {
-    let file = SessionFile::resolve(args.session_file)?;
+    let file = SessionFile::resolve(args.panel.session_file)?;
     let panel = panel(base_url, &file)?;
     match args.command {
         AlertsCommand::Set { plan, below } => {
