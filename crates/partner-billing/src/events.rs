@@ -7,9 +7,10 @@
 
 use serde_json::{Value, json};
 
+use crate::db::Tx;
 use crate::domain::random_base62;
 use crate::error::Result;
-use crate::store::{Store, Tx};
+use crate::store::Store;
 use crate::wire::WebhookEvent;
 
 /// What happened, with the `data` member of its event (DESIGN §16).

@@ -10,9 +10,12 @@
 
 use sqlx::Row;
 
+use crate::db::{Tx, dialect, is_unique_violation};
 use crate::domain::{IdempotencyKey, sha256_hex};
 use crate::error::{Error, Result};
-use crate::store::{Backend, InFlightGuard, Store, Tx};
+use crate::faults::{CrashPoint, crash_point};
+use crate::runtime::InFlightGuard;
+use crate::store::Store;
 
 /// The outcome of a partner write, and whether it was replayed from an earlier success.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,15 +134,8 @@ pub(crate) async fn find_outcome(
     key: &IdempotencyKey,
     fingerprint: &Fingerprint,
 ) -> Result<Option<String>> {
-    if store.backend() == Backend::Postgres {
-        let locked: bool =
-            sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
-                .bind(scope.lock_name(key))
-                .fetch_one(&mut **tx)
-                .await?;
-        if !locked {
-            return Err(Error::RequestInProgress);
-        }
+    if !dialect::try_lock_name(store.backend(), tx, &scope.lock_name(key)).await? {
+        return Err(Error::RequestInProgress);
     }
     let row = match scope {
         Scope::Account(account_id) => sqlx::query(
@@ -171,9 +167,9 @@ pub(crate) async fn find_outcome(
 pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
     match result {
         Ok(value) => {
-            crate::store::crash_point(crate::store::CrashPoint::BeforeCommit);
+            crash_point(CrashPoint::BeforeCommit);
             tx.commit().await?;
-            crate::store::crash_point(crate::store::CrashPoint::AfterCommit);
+            crash_point(CrashPoint::AfterCommit);
             Ok(value)
         }
         Err(err) => {
@@ -235,7 +231,7 @@ pub(crate) async fn record<T: serde::Serialize>(
     .await
     .map_err(|e| {
         // Only reachable if another writer slipped past both locks: treat as in progress.
-        if crate::store::is_unique_violation(&e) {
+        if is_unique_violation(&e) {
             Error::RequestInProgress
         } else {
             e.into()

@@ -9,9 +9,10 @@
 use sqlx::Row;
 use subtle::ConstantTimeEq;
 
+use crate::db::{Tx, dialect};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
-use crate::store::{Backend, Store, Tx};
+use crate::store::Store;
 use crate::wire::{ApiKeyInfo, ApiKeyList, CreatedApiKey};
 
 /// SQL condition (on table alias `k`) for a key that authenticates at `$now`: the bind named
@@ -111,15 +112,7 @@ pub async fn roll_api_key(
 
 /// Takes the account's write lock and returns its client id.
 async fn lock_account(store: &Store, tx: &mut Tx, account_id: i64) -> Result<String> {
-    let lock_sql = match store.backend() {
-        // SQLite's BEGIN IMMEDIATE already serialises writers.
-        Backend::Sqlite => "SELECT client_id FROM accounts WHERE id = $1",
-        Backend::Postgres => "SELECT client_id FROM accounts WHERE id = $1 FOR UPDATE",
-    };
-    Ok(sqlx::query_scalar(lock_sql)
-        .bind(account_id)
-        .fetch_one(&mut **tx)
-        .await?)
+    dialect::lock_account(store.backend(), tx, account_id).await
 }
 
 /// Inserts a new key unless the account already has five active ones at `now`. The caller

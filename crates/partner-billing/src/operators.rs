@@ -5,10 +5,11 @@
 use serde::Serialize;
 use sqlx::Row;
 
+use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Secret, SecretKind};
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::store::{Store, is_unique_violation};
+use crate::store::Store;
 
 /// `lastUsedUtc` is written at most this often per token, as for API keys.
 pub use crate::keys::LAST_USED_GRANULARITY_SECONDS;

@@ -3,9 +3,10 @@
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 
+use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Login, PlanSlug};
 use crate::error::{Error, Result};
-use crate::store::{Store, is_unique_violation};
+use crate::store::Store;
 use crate::wire::EndUser;
 
 /// A plan and its promo policy.

@@ -13,14 +13,16 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use crate::crypto::MasterKey;
+use crate::db::{Backend, Tx};
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
+use crate::faults::FaultPoint;
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::find_plan;
 use crate::quota::{EntryKind, debit};
-use crate::store::{Backend, FaultPoint, Store, Tx};
+use crate::store::Store;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.

@@ -4,11 +4,12 @@
 use serde::Serialize;
 use sqlx::Row;
 
+use crate::db::Tx;
 use crate::domain::{ClientId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
 use crate::plans::find_plan;
-use crate::store::{Store, Tx};
+use crate::store::Store;
 use crate::wire::{Balance, Balances};
 
 /// Why a ledger entry was written.

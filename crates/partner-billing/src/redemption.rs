@@ -12,12 +12,13 @@ use std::fmt;
 use sqlx::Row;
 use uuid::Uuid;
 
+use crate::db::{Tx, is_unique_violation};
 use crate::domain::{IdempotencyKey, Login};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::operators::OperatorIdentity;
 use crate::promo::normalize_code;
-use crate::store::{Store, Tx, is_unique_violation};
+use crate::store::Store;
 use crate::throttle;
 use crate::wire::{RedeemPromoCodeRequest, RedeemedLicense};
 

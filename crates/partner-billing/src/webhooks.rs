@@ -4,18 +4,17 @@
 //! Events are recorded by [`crate::events`]; the outbox is leased and settled through
 //! [`outbox`]; the one URL rule for registration and delivery is [`ssrf`].
 
-use std::time::Duration;
-
 use base64::Engine;
 use rand::RngCore;
 use rand::rngs::OsRng;
 use sqlx::Row;
 
+use crate::db::dialect;
 use crate::domain::{InvalidField, PlanSlug, random_base62};
 use crate::error::{Error, Result};
 use crate::events::{EventData, insert_event};
 use crate::plans::find_plan;
-use crate::store::{Backend, Store};
+use crate::store::Store;
 use crate::webhook_signature::SECRET_PREFIX;
 use crate::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES,
@@ -31,50 +30,7 @@ pub const MAX_ENDPOINTS: i64 = 5;
 /// The deliveries list shows this many attempts.
 pub const DELIVERIES_SHOWN: i64 = 100;
 
-/// The default retry schedule (`--webhook-backoff`).
-pub const DEFAULT_BACKOFF: &str = "5s,5m,30m,2h,5h,10h,10h";
-
-/// How deliveries are retried and where they may go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookSettings {
-    /// Delays between attempts: one attempt, then one after each delay, then failed.
-    pub backoff: Vec<Duration>,
-    /// `--webhook-allow-insecure`: `http://` and loopback addresses allowed too.
-    pub allow_insecure: bool,
-}
-
-impl Default for WebhookSettings {
-    fn default() -> Self {
-        Self {
-            backoff: parse_backoff(DEFAULT_BACKOFF).expect("the default schedule parses"),
-            allow_insecure: false,
-        }
-    }
-}
-
-/// Parses a schedule such as `5s,5m,30m,2h` (units `s`, `m`, `h`, `d`).
-pub fn parse_backoff(text: &str) -> std::result::Result<Vec<Duration>, String> {
-    text.split(',')
-        .map(|item| {
-            let item = item.trim();
-            let split = item
-                .find(|c: char| !c.is_ascii_digit())
-                .ok_or_else(|| format!("`{item}` needs a unit (s, m, h or d)"))?;
-            let (number, unit) = item.split_at(split);
-            let number: u64 = number
-                .parse()
-                .map_err(|_| format!("`{item}` is not a duration"))?;
-            let seconds = match unit {
-                "s" => number,
-                "m" => number * 60,
-                "h" => number * 3600,
-                "d" => number * 86_400,
-                _ => return Err(format!("`{item}` has an unknown unit (s, m, h or d)")),
-            };
-            Ok(Duration::from_secs(seconds))
-        })
-        .collect()
-}
+pub use crate::runtime::{DEFAULT_BACKOFF, WebhookSettings, parse_backoff};
 
 fn validation(field: &'static str, message: impl Into<String>) -> Error {
     InvalidField::new(field, message).into()
@@ -149,12 +105,7 @@ pub async fn create_endpoint(
     let now = store.now_utc();
 
     let mut tx = store.begin_write().await?;
-    if store.backend() == Backend::Postgres {
-        sqlx::query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE")
-            .bind(account_id)
-            .execute(&mut *tx)
-            .await?;
-    }
+    dialect::lock_account(store.backend(), &mut tx, account_id).await?;
     let existing: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM webhook_endpoints WHERE account_id = $1 AND status <> 'deleted'",
     )
@@ -349,18 +300,6 @@ pub async fn set_low_balance_alert(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_schedules_parse() {
-        assert_eq!(
-            parse_backoff("5s,5m, 2h,1d").unwrap(),
-            [5, 300, 7200, 86_400].map(Duration::from_secs)
-        );
-        assert_eq!(WebhookSettings::default().backoff.len(), 7);
-        for bad in ["", "5", "s", "5x", "5s,,5s", "-1s"] {
-            assert!(parse_backoff(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn event_types_are_checked_and_deduplicated() {

@@ -9,8 +9,9 @@ use std::fmt;
 
 use sqlx::Row;
 
+use crate::db::dialect;
 use crate::error::{Error, Result};
-use crate::store::{Backend, Store};
+use crate::store::Store;
 
 /// How long a picked message is reserved for its worker: the 10 s request timeout plus slack for recording the outcome.
 pub const LEASE_SECONDS: i64 = 20;
@@ -62,28 +63,13 @@ pub async fn any_due(store: &Store) -> Result<bool> {
     Ok(due.is_some())
 }
 
-/// The pick of due messages; PostgreSQL appends its row-lock clause.
-macro_rules! lease_select {
-    () => {
-        "SELECT m.id, m.endpoint_row_id, m.attempts, ev.event_id, ev.body, e.url, e.endpoint_id, e.sealed_secret \
-         FROM webhook_messages m JOIN webhook_events ev ON ev.id = m.event_row_id \
-         JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
-         WHERE m.status = 'pending' AND m.next_attempt_utc <= $1 \
-         AND (m.lease_until_utc IS NULL OR m.lease_until_utc <= $1) AND e.status = 'enabled' \
-         ORDER BY m.next_attempt_utc, m.id LIMIT $2"
-    };
-}
-
 /// Leases up to `limit` due messages of enabled endpoints, oldest due first.
 pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
     if !any_due(store).await? {
         return Ok(Vec::new());
     }
     let now = store.now_utc();
-    let sql = match store.backend() {
-        Backend::Postgres => concat!(lease_select!(), " FOR UPDATE OF m SKIP LOCKED"),
-        Backend::Sqlite => lease_select!(),
-    };
+    let sql = dialect::lease_due_messages(store.backend());
     let mut tx = store.begin_write().await?;
     let rows = sqlx::query(sql)
         .bind(now)
