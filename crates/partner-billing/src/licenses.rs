@@ -17,8 +17,6 @@ use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
 
 mod group;
 
-pub(crate) use group::LicenseGroups;
-
 /// A parsed license request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssueLicense {
