@@ -9,7 +9,6 @@ use argon2::password_hash::{Output, ParamsString, PasswordHash, SaltString};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 use rand::rngs::OsRng;
 use serde::Serialize;
-use sqlx::Row;
 use subtle::ConstantTimeEq;
 
 use crate::domain::{ClientId, Password, Secret, SecretKind};
@@ -28,7 +27,7 @@ pub const SESSION_IDLE_SECONDS: i64 = 60 * 60;
 const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
 
 /// An account as the operator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct ResellerSummary {
     pub client_id: String,
@@ -183,37 +182,25 @@ pub async fn create_reseller(store: &Store, name: &str, password: Password) -> R
 
 const SUMMARY_SQL: &str = "SELECT a.client_id, a.name, a.standing, a.created_utc, \
      (SELECT COUNT(*) FROM api_keys k WHERE k.account_id = a.id AND k.status = 'active' \
-         AND (k.expires_utc IS NULL OR k.expires_utc > $1)) AS active_keys \
+         AND (k.expires_utc IS NULL OR k.expires_utc > $1)) AS active_api_keys \
      FROM accounts a";
-
-fn summary_from_row(row: &sqlx::any::AnyRow) -> Result<ResellerSummary> {
-    Ok(ResellerSummary {
-        client_id: row.try_get("client_id")?,
-        name: row.try_get("name")?,
-        standing: row.try_get("standing")?,
-        active_api_keys: row.try_get("active_keys")?,
-        created_utc: row.try_get("created_utc")?,
-    })
-}
 
 pub async fn list_resellers(store: &Store) -> Result<Vec<ResellerSummary>> {
     let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} ORDER BY a.created_utc, a.id"));
-    let rows = sqlx::query(sql)
+    Ok(sqlx::query_as(sql)
         .bind(store.now_utc())
         .fetch_all(store.pool())
-        .await?;
-    rows.iter().map(summary_from_row).collect()
+        .await?)
 }
 
 pub async fn show_reseller(store: &Store, client_id: &ClientId) -> Result<ResellerSummary> {
     let sql = sqlx::AssertSqlSafe(format!("{SUMMARY_SQL} WHERE a.client_id = $2"));
-    let row = sqlx::query(sql)
+    sqlx::query_as(sql)
         .bind(store.now_utc())
         .bind(client_id.as_str())
         .fetch_optional(store.pool())
         .await?
-        .ok_or(Error::NotFound("reseller"))?;
-    summary_from_row(&row)
+        .ok_or(Error::NotFound("reseller"))
 }
 
 /// Suspends or reinstates an account; acts on the very next request, on every replica.
@@ -317,16 +304,13 @@ async fn take_back(store: &Store, attempts: &[throttle::Attempt]) {
 }
 
 async fn try_sign_in(store: &Store, client_id: &str, password: Password) -> Result<Session> {
-    let row = sqlx::query("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
-        .bind(client_id)
-        .fetch_optional(store.pool())
-        .await?;
-    let (account_id, stored, good) = match &row {
-        Some(row) => (
-            row.try_get::<i64, _>("id")?,
-            Some(row.try_get::<String, _>("password_hash")?),
-            row.try_get::<String, _>("standing")? == "good",
-        ),
+    let row: Option<(i64, String, String)> =
+        sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
+            .bind(client_id)
+            .fetch_optional(store.pool())
+            .await?;
+    let (account_id, stored, good) = match row {
+        Some((id, password_hash, standing)) => (id, Some(password_hash), standing == "good"),
         None => (0, None, false),
     };
     if !verify_password(password, stored).await? || !good {
@@ -364,7 +348,7 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
         return Err(Error::Unauthorized);
     }
     let now = store.now_utc();
-    let row = sqlx::query(
+    let (account_id, client_id, seen): (i64, String, i64) = sqlx::query_as(
         "SELECT a.id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
          FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
          WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
@@ -376,7 +360,6 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
     .fetch_optional(store.pool())
     .await?
     .ok_or(Error::Unauthorized)?;
-    let seen: i64 = row.try_get("seen")?;
     if now - seen >= SESSION_TOUCH_GRANULARITY_SECONDS {
         sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
             .bind(now)
@@ -384,9 +367,8 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
             .execute(store.pool())
             .await?;
     }
-    let client_id: String = row.try_get("client_id")?;
     Ok(PanelAccount {
-        account_id: row.try_get("id")?,
+        account_id,
         client_id: ClientId::parse("clientId", &client_id)?,
     })
 }
@@ -452,13 +434,10 @@ pub async fn purge_expired_sessions(store: &Store) -> Result<u64> {
 
 /// `GET /v1/billing/resellers/me`.
 pub async fn account_profile(store: &Store, account_id: i64) -> Result<ResellerAccount> {
-    let row = sqlx::query("SELECT client_id, name, standing FROM accounts WHERE id = $1")
-        .bind(account_id)
-        .fetch_one(store.pool())
-        .await?;
-    Ok(ResellerAccount {
-        client_id: row.try_get("client_id")?,
-        name: row.try_get("name")?,
-        standing: row.try_get("standing")?,
-    })
+    Ok(
+        sqlx::query_as("SELECT client_id, name, standing FROM accounts WHERE id = $1")
+            .bind(account_id)
+            .fetch_one(store.pool())
+            .await?,
+    )
 }

@@ -8,7 +8,6 @@
 //! the first still runs is `RequestInProgress`. Outcomes that consumed nothing are not stored, so
 //! a retry runs again.
 
-use sqlx::Row;
 
 use crate::db::{Tx, dialect, is_unique_violation};
 use crate::domain::{IdempotencyKey, sha256_hex};
@@ -137,13 +136,13 @@ pub(crate) async fn find_outcome(
     if !dialect::try_lock_name(store.backend(), tx, &scope.lock_name(key)).await? {
         return Err(Error::RequestInProgress);
     }
-    let row = match scope {
-        Scope::Account(account_id) => sqlx::query(
+    let row: Option<(String, String, String)> = match scope {
+        Scope::Account(account_id) => sqlx::query_as(
             "SELECT operation, fingerprint, response_body FROM idempotency_records \
              WHERE account_id = $1 AND idempotency_key = $2",
         )
         .bind(account_id),
-        Scope::Operator(owner) => sqlx::query(
+        Scope::Operator(owner) => sqlx::query_as(
             "SELECT operation, fingerprint, response_body FROM operator_idempotency_records \
              WHERE scope = $1 AND idempotency_key = $2",
         )
@@ -152,13 +151,13 @@ pub(crate) async fn find_outcome(
     .bind(key.as_str())
     .fetch_optional(&mut **tx)
     .await?;
-    let Some(row) = row else { return Ok(None) };
-    let operation: String = row.try_get("operation")?;
-    let digest: String = row.try_get("fingerprint")?;
+    let Some((operation, digest, response_body)) = row else {
+        return Ok(None);
+    };
     if operation != fingerprint.operation || digest != fingerprint.digest {
         return Err(Error::IdempotencyKeyReused);
     }
-    Ok(Some(row.try_get("response_body")?))
+    Ok(Some(response_body))
 }
 
 /// Ends the transaction of a keyed request: COMMIT on success, an immediate ROLLBACK on

@@ -6,7 +6,6 @@
 //! `expired`, and no longer counted toward the five. Expiry is read from the database on every
 //! request, so it acts on every replica at the same second.
 
-use sqlx::Row;
 use subtle::ConstantTimeEq;
 
 use crate::db::{Tx, dialect};
@@ -79,7 +78,7 @@ pub async fn roll_api_key(
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
     let client_id = lock_account(store, &mut tx, account_id).await?;
-    let old = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let old: RolledKeyRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT k.id, k.name, k.expires_utc FROM api_keys k \
          WHERE {ACTIVE_AT} AND k.api_key_id = $2 AND k.account_id = $3"
     )))
@@ -89,14 +88,13 @@ pub async fn roll_api_key(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::ApiKeyNotFound)?;
-    let old_row: i64 = old.try_get("id")?;
-    let name: Option<String> = old.try_get("name")?;
-    let old_expiry: Option<i64> = old.try_get("expires_utc")?;
-    let expires_utc = old_expiry.map_or(now + grace, |t| t.min(now + grace));
-    let created = insert_key(store, &mut tx, account_id, client_id, name, now).await?;
+    let expires_utc = old
+        .expires_utc
+        .map_or(now + grace, |t| t.min(now + grace));
+    let created = insert_key(store, &mut tx, account_id, client_id, old.name, now).await?;
     sqlx::query("UPDATE api_keys SET expires_utc = $1 WHERE id = $2")
         .bind(expires_utc)
-        .bind(old_row)
+        .bind(old.id)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -169,35 +167,20 @@ async fn insert_key(
 
 /// Every key of the account, oldest first.
 pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList> {
-    let rows = sqlx::query(
+    let mut api_keys: Vec<ApiKeyInfo> = sqlx::query_as(
         "SELECT api_key_id, name, status, created_utc, last_used_utc, revoked_utc, expires_utc \
          FROM api_keys WHERE account_id = $1 ORDER BY created_utc, id",
     )
     .bind(account_id)
     .fetch_all(store.pool())
     .await?;
+    // Expiry is not a stored status: an active key past its expiry is shown `expired`.
     let now = store.now_utc();
-    let api_keys = rows
-        .iter()
-        .map(|row| {
-            let status: String = row.try_get("status")?;
-            let expires_utc: Option<i64> = row.try_get("expires_utc")?;
-            let expired = status == "active" && expires_utc.is_some_and(|t| t <= now);
-            Ok(ApiKeyInfo {
-                api_key_id: row.try_get("api_key_id")?,
-                name: row.try_get("name")?,
-                status: if expired {
-                    "expired".to_owned()
-                } else {
-                    status
-                },
-                expires_utc,
-                created_utc: row.try_get("created_utc")?,
-                last_used_utc: row.try_get("last_used_utc")?,
-                revoked_utc: row.try_get("revoked_utc")?,
-            })
-        })
-        .collect::<Result<_>>()?;
+    for key in &mut api_keys {
+        if key.status == "active" && key.expires_utc.is_some_and(|t| t <= now) {
+            key.status = "expired".to_owned();
+        }
+    }
     Ok(ApiKeyList { api_keys })
 }
 
@@ -260,7 +243,7 @@ pub async fn authenticate_api_key(
     client_id: &str,
     secret: &Secret,
 ) -> Result<PartnerAccount> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let row: Option<AuthenticatedKeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id \
          FROM api_keys k JOIN accounts a ON a.id = k.account_id \
          WHERE k.secret_hash = $2 AND {ACTIVE_AT} AND a.standing = 'good'"
@@ -272,23 +255,39 @@ pub async fn authenticate_api_key(
     let Some(row) = row else {
         return Err(Error::Unauthorized);
     };
-    let owner: String = row.try_get("client_id")?;
-    if !bool::from(owner.as_bytes().ct_eq(client_id.as_bytes())) {
+    if !bool::from(row.client_id.as_bytes().ct_eq(client_id.as_bytes())) {
         return Err(Error::Unauthorized);
     }
     record_use(
         store,
         UsedCredential::ApiKey,
-        row.try_get("key_row")?,
-        row.try_get("last_used_utc")?,
+        row.key_row,
+        row.last_used_utc,
     )
     .await?;
-    let api_key_id: String = row.try_get("api_key_id")?;
     Ok(PartnerAccount {
-        account_id: row.try_get("account_id")?,
-        client_id: ClientId::parse("clientId", &owner)?,
-        api_key_id: ApiKeyId::parse("apiKeyId", &api_key_id)?,
+        account_id: row.account_id,
+        client_id: ClientId::parse("clientId", &row.client_id)?,
+        api_key_id: ApiKeyId::parse("apiKeyId", &row.api_key_id)?,
     })
+}
+
+/// The key being rolled.
+#[derive(sqlx::FromRow)]
+struct RolledKeyRow {
+    id: i64,
+    name: Option<String>,
+    expires_utc: Option<i64>,
+}
+
+/// An active key found by its secret's hash, with its account.
+#[derive(sqlx::FromRow)]
+struct AuthenticatedKeyRow {
+    key_row: i64,
+    api_key_id: String,
+    account_id: i64,
+    last_used_utc: Option<i64>,
+    client_id: String,
 }
 
 /// A credential whose last use is recorded.
@@ -347,12 +346,11 @@ pub async fn revoke_api_key_for(
 }
 
 pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
-    let row = sqlx::query("SELECT id FROM accounts WHERE client_id = $1")
+    sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
         .bind(client_id.as_str())
         .fetch_optional(store.pool())
         .await?
-        .ok_or(Error::NotFound("reseller"))?;
-    Ok(row.try_get("id")?)
+        .ok_or(Error::NotFound("reseller"))
 }
 
 /// Records the `api_key.expired` event of every rolled key whose grace period has ended and
@@ -372,7 +370,7 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
         return Ok(0);
     }
     let mut tx = store.begin_write().await?;
-    let rows = sqlx::query(
+    let rows: Vec<(i64, String, Option<String>)> = sqlx::query_as(
         "UPDATE api_keys SET expiry_event_utc = $1 WHERE status = 'active' \
          AND expires_utc <= $1 AND expiry_event_utc IS NULL \
          RETURNING account_id, api_key_id, name",
@@ -380,18 +378,16 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
-    for row in &rows {
+    let expired = rows.len() as u64;
+    for (account_id, api_key_id, name) in rows {
         crate::events::record(
             store,
             &mut tx,
-            row.try_get("account_id")?,
-            crate::events::EventData::ApiKeyExpired {
-                api_key_id: row.try_get("api_key_id")?,
-                name: row.try_get("name")?,
-            },
+            account_id,
+            crate::events::EventData::ApiKeyExpired { api_key_id, name },
         )
         .await?;
     }
     tx.commit().await?;
-    Ok(rows.len() as u64)
+    Ok(expired)
 }

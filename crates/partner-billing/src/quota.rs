@@ -2,7 +2,6 @@
 //! append-only ledger entries, and is never negative.
 
 use serde::Serialize;
-use sqlx::Row;
 
 use crate::db::Tx;
 use crate::domain::{ClientId, PlanSlug};
@@ -33,7 +32,7 @@ impl EntryKind {
 }
 
 /// One ledger entry as the operator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct LedgerEntry {
     pub product_slug: String,
@@ -183,22 +182,14 @@ async fn append_entry(
 
 /// Every plan ever credited to the account, zero included, sorted by slug.
 pub async fn balances(store: &Store, account_id: i64) -> Result<Balances> {
-    let rows = sqlx::query(
-        "SELECT p.slug, b.remaining FROM balances b JOIN plans p ON p.id = b.plan_id \
+    let balances = sqlx::query_as(
+        "SELECT p.slug AS product_slug, b.remaining AS remaining_balance \
+         FROM balances b JOIN plans p ON p.id = b.plan_id \
          WHERE b.account_id = $1 ORDER BY p.slug",
     )
     .bind(account_id)
     .fetch_all(store.pool())
     .await?;
-    let balances = rows
-        .iter()
-        .map(|row| {
-            Ok(Balance {
-                product_slug: row.try_get("slug")?,
-                remaining_balance: row.try_get("remaining")?,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok(Balances { balances })
 }
 
@@ -215,33 +206,20 @@ pub async fn ledger(
     plan: Option<&PlanSlug>,
 ) -> Result<Vec<LedgerEntry>> {
     let account_id = account_id_of(store, client_id).await?;
-    let rows = sqlx::query(
-        "SELECT p.slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
+    Ok(sqlx::query_as(
+        "SELECT p.slug AS product_slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, \
+         l.reference, l.created_utc \
          FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) ORDER BY l.id",
     )
     .bind(account_id)
     .bind(plan.map(PlanSlug::as_str))
     .fetch_all(store.pool())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(LedgerEntry {
-                product_slug: row.try_get("slug")?,
-                kind: row.try_get("kind")?,
-                delta: row.try_get("delta")?,
-                balance_after: row.try_get("balance_after")?,
-                actor: row.try_get("actor")?,
-                reason: row.try_get("reason")?,
-                reference: row.try_get("reference")?,
-                created_utc: row.try_get("created_utc")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// A balance that differs from the sum of its ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct Discrepancy {
     pub client_id: String,
@@ -261,8 +239,8 @@ pub struct AuditReport {
 /// Compares every balance with the sum of its ledger entries, in one consistent read.
 pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
     let mut tx = store.begin_write().await?;
-    let rows = sqlx::query(
-        "SELECT a.client_id, p.slug, b.remaining, \
+    let rows: Vec<Discrepancy> = sqlx::query_as(
+        "SELECT a.client_id, p.slug AS product_slug, b.remaining AS balance, \
          COALESCE((SELECT CAST(SUM(l.delta) AS BIGINT) FROM ledger_entries l \
                    WHERE l.account_id = b.account_id AND l.plan_id = b.plan_id), 0) AS ledger_sum \
          FROM balances b JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
@@ -277,26 +255,18 @@ pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
     .fetch_one(&mut *tx)
     .await?;
     tx.rollback().await?;
-    let mut discrepancies = Vec::new();
-    for row in &rows {
-        let balance: i64 = row.try_get("remaining")?;
-        let ledger_sum: i64 = row.try_get("ledger_sum")?;
-        if balance != ledger_sum {
-            discrepancies.push(Discrepancy {
-                client_id: row.try_get("client_id")?,
-                product_slug: row.try_get("slug")?,
-                balance,
-                ledger_sum,
-            });
-        }
-    }
+    let balances_checked = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+    let discrepancies: Vec<Discrepancy> = rows
+        .into_iter()
+        .filter(|row| row.balance != row.ledger_sum)
+        .collect();
     if orphans > 0 {
         return Err(Error::Internal(format!(
             "{orphans} ledger entries have no balance"
         )));
     }
     Ok(AuditReport {
-        balances_checked: i64::try_from(rows.len()).unwrap_or(i64::MAX),
+        balances_checked,
         discrepancies,
     })
 }

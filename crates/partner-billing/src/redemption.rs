@@ -9,7 +9,6 @@ pub mod attempts;
 
 use std::fmt;
 
-use sqlx::Row;
 use uuid::Uuid;
 
 use crate::db::{Tx, is_unique_violation};
@@ -137,6 +136,7 @@ pub async fn redeem_promo_code(
 }
 
 /// What a redemption needs to know about a code, read inside its transaction.
+#[derive(sqlx::FromRow)]
 struct CodeRow {
     redemptions_per_code: i64,
     codes_expire_utc: i64,
@@ -149,9 +149,9 @@ struct CodeRow {
 }
 
 async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
-    let row = sqlx::query(
+    sqlx::query_as(
         "SELECT b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
-         a.client_id, p.id AS plan_id, p.slug, p.duration_days \
+         a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days \
          FROM promo_codes c JOIN promo_batches b ON b.id = c.batch_row_id \
          JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
          WHERE c.code_hash = $1",
@@ -159,17 +159,7 @@ async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
     .bind(code_hash)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or(Error::CodeNotFound)?;
-    Ok(CodeRow {
-        redemptions_per_code: row.try_get("redemptions_per_code")?,
-        codes_expire_utc: row.try_get("codes_expire_utc")?,
-        account_id: row.try_get("account_id")?,
-        client_id: row.try_get("client_id")?,
-        batch_id: row.try_get("batch_id")?,
-        plan_id: row.try_get("plan_id")?,
-        plan_slug: row.try_get("slug")?,
-        duration_days: row.try_get("duration_days")?,
-    })
+    .ok_or(Error::CodeNotFound)
 }
 
 /// The redemption proper, once the attempt is counted.

@@ -7,7 +7,6 @@
 use base64::Engine;
 use rand::RngCore;
 use rand::rngs::OsRng;
-use sqlx::Row;
 
 use crate::db::dialect;
 use crate::domain::{InvalidField, PlanSlug, random_base62};
@@ -143,7 +142,7 @@ pub async fn create_endpoint(
 
 /// The account's endpoints (deleted ones aside), oldest first, without secrets.
 pub async fn list_endpoints(store: &Store, account_id: i64) -> Result<WebhookEndpointList> {
-    let rows = sqlx::query(
+    let rows: Vec<EndpointRow> = sqlx::query_as(
         "SELECT endpoint_id, url, event_types, description, status, created_utc FROM webhook_endpoints \
          WHERE account_id = $1 AND status <> 'deleted' ORDER BY created_utc, id",
     )
@@ -151,20 +150,28 @@ pub async fn list_endpoints(store: &Store, account_id: i64) -> Result<WebhookEnd
     .fetch_all(store.pool())
     .await?;
     let webhook_endpoints = rows
-        .iter()
-        .map(|row| {
-            let types: String = row.try_get("event_types")?;
-            Ok(WebhookEndpoint {
-                webhook_endpoint_id: row.try_get("endpoint_id")?,
-                url: row.try_get("url")?,
-                event_types: types.split(',').map(str::to_owned).collect(),
-                description: row.try_get("description")?,
-                status: row.try_get("status")?,
-                created_utc: row.try_get("created_utc")?,
-            })
+        .into_iter()
+        .map(|row| WebhookEndpoint {
+            webhook_endpoint_id: row.endpoint_id,
+            url: row.url,
+            event_types: row.event_types.split(',').map(str::to_owned).collect(),
+            description: row.description,
+            status: row.status,
+            created_utc: row.created_utc,
         })
-        .collect::<Result<_>>()?;
+        .collect();
     Ok(WebhookEndpointList { webhook_endpoints })
+}
+
+/// An endpoint as stored: its event types as one comma-separated column.
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    endpoint_id: String,
+    url: String,
+    event_types: String,
+    description: Option<String>,
+    status: String,
+    created_utc: i64,
 }
 
 /// The row id of an endpoint of this account; unknown, deleted or another account's is
@@ -218,7 +225,7 @@ pub async fn list_deliveries(
 ) -> Result<WebhookDeliveryList> {
     let mut conn = store.pool().acquire().await?;
     let row = endpoint_row(&mut conn, account_id, endpoint_id).await?;
-    let rows = sqlx::query(
+    let deliveries = sqlx::query_as(
         "SELECT ev.event_id, ev.event_type, a.attempt, a.status_code, a.error, a.attempted_utc, a.next_attempt_utc \
          FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_row_id \
          JOIN webhook_events ev ON ev.id = m.event_row_id \
@@ -228,40 +235,19 @@ pub async fn list_deliveries(
     .bind(DELIVERIES_SHOWN)
     .fetch_all(&mut *conn)
     .await?;
-    let deliveries = rows
-        .iter()
-        .map(|row| {
-            Ok(WebhookDelivery {
-                event_id: row.try_get("event_id")?,
-                event_type: row.try_get("event_type")?,
-                attempt: row.try_get("attempt")?,
-                status_code: row.try_get("status_code")?,
-                error: row.try_get("error")?,
-                attempted_utc: row.try_get("attempted_utc")?,
-                next_attempt_utc: row.try_get("next_attempt_utc")?,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok(WebhookDeliveryList { deliveries })
 }
 
 /// The account's low-balance thresholds that were ever set (0 = off), by product slug.
 pub async fn low_balance_alerts(store: &Store, account_id: i64) -> Result<Vec<LowBalanceAlert>> {
-    let rows = sqlx::query(
-        "SELECT p.slug, a.low_balance_threshold FROM balance_alerts a JOIN plans p ON p.id = a.plan_id \
+    Ok(sqlx::query_as(
+        "SELECT p.slug AS product_slug, a.low_balance_threshold \
+         FROM balance_alerts a JOIN plans p ON p.id = a.plan_id \
          WHERE a.account_id = $1 ORDER BY p.slug",
     )
     .bind(account_id)
     .fetch_all(store.pool())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(LowBalanceAlert {
-                product_slug: row.try_get("slug")?,
-                low_balance_threshold: row.try_get("low_balance_threshold")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Sets a product's low-balance threshold (0 turns it off). An unknown plan is

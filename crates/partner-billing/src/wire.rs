@@ -144,6 +144,7 @@ pub struct PromoBatch {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(Object))]
 #[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
 pub struct Balance {
     /// The product; valid as `planSlug` in requests.
     pub product_slug: String,
@@ -287,6 +288,7 @@ impl std::fmt::Debug for CreatedApiKey {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(Object))]
 #[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
 pub struct ApiKeyInfo {
     /// Identifies the key (`rsk_…`).
     pub api_key_id: String,
@@ -319,6 +321,7 @@ pub struct ApiKeyList {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(Object))]
 #[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
 pub struct ResellerAccount {
     /// The stable client id (`rsc_…`).
     pub client_id: String,

@@ -2,7 +2,6 @@
 //! the batch id) in the batch's transaction, opened when the same key is retried within 72
 //! hours, purged after. Plaintext codes never reach a table.
 
-use sqlx::Row;
 
 use super::code::display_code;
 use crate::crypto::MasterKey;
@@ -54,17 +53,16 @@ pub(super) async fn replay(store: &Store, key: &MasterKey, body: &str) -> Result
         .await?;
         return Err(expired());
     }
-    let row = sqlx::query(
+    let sealed: Option<String> = sqlx::query_scalar(
         "SELECT r.sealed_codes FROM promo_recovery_payloads r JOIN promo_batches b ON b.id = r.batch_row_id \
          WHERE b.batch_id = $1",
     )
     .bind(batch.batch_id.as_str())
     .fetch_optional(store.pool())
     .await?;
-    let Some(row) = row else {
+    let Some(sealed) = sealed else {
         return Err(expired());
     };
-    let sealed: String = row.try_get("sealed_codes")?;
     let codes = open_codes(key, &batch.batch_id, &sealed)?;
     batch.codes = codes
         .iter()

@@ -7,7 +7,6 @@
 
 use std::fmt;
 
-use sqlx::Row;
 
 use crate::db::dialect;
 use crate::error::{Error, Result};
@@ -27,6 +26,19 @@ pub struct DueMessage {
     pub signing_key: Vec<u8>,
     /// This attempt's number, from 1.
     pub attempt: i64,
+}
+
+/// A due message as [`dialect::lease_due_messages`] picks it, with its endpoint's sealed secret.
+#[derive(sqlx::FromRow)]
+struct LeasedRow {
+    id: i64,
+    endpoint_row_id: i64,
+    attempts: i64,
+    event_id: String,
+    body: String,
+    url: String,
+    endpoint_id: String,
+    sealed_secret: String,
 }
 
 impl fmt::Debug for DueMessage {
@@ -71,38 +83,34 @@ pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
     let now = store.now_utc();
     let sql = dialect::lease_due_messages(store.backend());
     let mut tx = store.begin_write().await?;
-    let rows = sqlx::query(sql)
+    let rows: Vec<LeasedRow> = sqlx::query_as(sql)
         .bind(now)
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
     let key = store.master_key()?;
     let mut leased = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let message_row_id: i64 = row.try_get("id")?;
+    for row in rows {
         sqlx::query("UPDATE webhook_messages SET lease_until_utc = $1 WHERE id = $2")
             .bind(now + LEASE_SECONDS)
-            .bind(message_row_id)
+            .bind(row.id)
             .execute(&mut *tx)
             .await?;
-        let endpoint_id: String = row.try_get("endpoint_id")?;
-        let sealed: String = row.try_get("sealed_secret")?;
-        let sealed = hex::decode(sealed)
+        let sealed = hex::decode(&row.sealed_secret)
             .map_err(|_| Error::Internal("a sealed webhook secret is not hex".to_owned()))?;
         let signing_key = key
-            .open(&sealed, format!("webhook-secret:{endpoint_id}").as_bytes())
+            .open(&sealed, format!("webhook-secret:{}", row.endpoint_id).as_bytes())
             .map_err(|_| {
                 Error::Internal("a webhook secret does not open under the master key".to_owned())
             })?;
-        let attempts: i64 = row.try_get("attempts")?;
         leased.push(DueMessage {
-            message_row_id,
-            endpoint_row_id: row.try_get("endpoint_row_id")?,
-            event_id: row.try_get("event_id")?,
-            body: row.try_get("body")?,
-            url: row.try_get("url")?,
+            message_row_id: row.id,
+            endpoint_row_id: row.endpoint_row_id,
+            event_id: row.event_id,
+            body: row.body,
+            url: row.url,
             signing_key,
-            attempt: attempts + 1,
+            attempt: row.attempts + 1,
         });
     }
     tx.commit().await?;
