@@ -15,7 +15,7 @@ pub enum FaultPoint {
     AfterDebit,
     /// After the code hashes are inserted.
     AfterCodes,
-    /// Just before COMMIT.
+    /// After every effect, just before the idempotency record and the COMMIT.
     BeforeCommit,
     /// Fails a license's writes after its debit, as a database error would: in a group
     /// transaction, every request of the group must fail and none commit.

@@ -178,6 +178,78 @@ pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
     }
 }
 
+/// A keyed request: whose key it is, the key, and what the request is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyedRequest<'a> {
+    pub scope: Scope<'a>,
+    pub key: &'a IdempotencyKey,
+    pub fingerprint: &'a Fingerprint,
+}
+
+/// What [`begin_keyed`] found.
+pub(crate) enum Started<'a> {
+    /// No earlier outcome: write the effects in this transaction, then
+    /// [`commit`](KeyedWrite::commit).
+    Fresh(KeyedWrite<'a>),
+    /// The stored response body of the earlier success.
+    Replay(String),
+}
+
+/// A keyed write under way: its transaction, and the time it began, read once the key's
+/// lock was held.
+pub(crate) struct KeyedWrite<'a> {
+    tx: Tx,
+    request: KeyedRequest<'a>,
+    now_utc: i64,
+}
+
+/// Begins the write transaction of a keyed request (see [`begin`]): the stored answer of an
+/// earlier success, or a [`KeyedWrite`] to write the effects in.
+pub(crate) async fn begin_keyed<'a>(
+    store: &Store,
+    claim: &Claim,
+    request: KeyedRequest<'a>,
+) -> Result<Started<'a>> {
+    match begin(store, claim, request.scope, request.key, request.fingerprint).await? {
+        Begun::Replay(body) => Ok(Started::Replay(body)),
+        Begun::Fresh(tx) => Ok(Started::Fresh(KeyedWrite {
+            tx,
+            request,
+            now_utc: store.now_utc(),
+        })),
+    }
+}
+
+impl KeyedWrite<'_> {
+    /// The transaction the effects are written in.
+    pub(crate) fn tx(&mut self) -> &mut Tx {
+        &mut self.tx
+    }
+
+    /// The time of this write, Unix seconds: every row it writes carries the same.
+    pub(crate) fn now_utc(&self) -> i64 {
+        self.now_utc
+    }
+
+    /// The one way a keyed write ends: on success the record of its outcome is written and
+    /// committed together with its effects; on an error all of it is rolled back at once
+    /// (see [`settle`]), so a retry runs again.
+    pub(crate) async fn commit<T: serde::Serialize>(mut self, effects: Result<T>) -> Result<T> {
+        let KeyedRequest {
+            scope,
+            key,
+            fingerprint,
+        } = self.request;
+        let result = match effects {
+            Ok(outcome) => record(&mut self.tx, scope, key, fingerprint, &outcome, self.now_utc)
+                .await
+                .map(|()| outcome),
+            Err(err) => Err(err),
+        };
+        settle(self.tx, result).await
+    }
+}
+
 /// The stored outcome of an earlier success, as the caller's type, flagged as a replay.
 pub(crate) fn replayed<T: serde::de::DeserializeOwned>(body: &str) -> Result<Outcome<T>> {
     let value = serde_json::from_str(body)

@@ -77,15 +77,17 @@ pub async fn credit(
     let now = store.now_utc();
     append_entry(
         &mut tx,
-        account_id,
-        plan_row.id,
-        EntryKind::Credit,
-        units,
-        remaining,
-        "operator",
-        Some(reason),
-        None,
-        now,
+        &NewEntry {
+            account_id,
+            plan_id: plan_row.id,
+            kind: EntryKind::Credit,
+            delta: units,
+            balance_after: remaining,
+            actor: "operator",
+            reason: Some(reason),
+            reference: None,
+            created_utc: now,
+        },
     )
     .await?;
     crate::events::record(
@@ -108,20 +110,33 @@ pub async fn credit(
     })
 }
 
-/// Debits `units` if the balance covers them, inside the caller's transaction, and writes the
-/// ledger entry. Returns the balance after. A balance below `units` (or no balance at all) is
-/// [`Error::InsufficientQuota`] and changes nothing.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn debit(
-    tx: &mut Tx,
-    account_id: i64,
-    plan_id: i64,
-    units: i64,
-    kind: EntryKind,
-    actor: &str,
-    reference: &str,
-    now_utc: i64,
-) -> Result<i64> {
+/// A charge against an account's balance of one plan, as its ledger entry records it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Charge<'a> {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub units: i64,
+    pub kind: EntryKind,
+    /// Who charged: `api_key:<id>`.
+    pub actor: &'a str,
+    /// What was bought: the license id or the batch's order id.
+    pub reference: &'a str,
+    pub now_utc: i64,
+}
+
+/// Debits the charge's units if the balance covers them, inside the caller's transaction, and
+/// writes the ledger entry. Returns the balance after. A balance below the units (or no
+/// balance at all) is [`Error::InsufficientQuota`] and changes nothing.
+pub(crate) async fn debit(tx: &mut Tx, charge: &Charge<'_>) -> Result<i64> {
+    let Charge {
+        account_id,
+        plan_id,
+        units,
+        kind,
+        actor,
+        reference,
+        now_utc,
+    } = *charge;
     let remaining: Option<i64> = sqlx::query_scalar(
         "UPDATE balances SET remaining = remaining - $1 \
          WHERE account_id = $2 AND plan_id = $3 AND remaining >= $1 RETURNING remaining",
@@ -134,33 +149,47 @@ pub(crate) async fn debit(
     let remaining = remaining.ok_or(Error::InsufficientQuota)?;
     append_entry(
         tx,
-        account_id,
-        plan_id,
-        kind,
-        -units,
-        remaining,
-        actor,
-        None,
-        Some(reference),
-        now_utc,
+        &NewEntry {
+            account_id,
+            plan_id,
+            kind,
+            delta: -units,
+            balance_after: remaining,
+            actor,
+            reason: None,
+            reference: Some(reference),
+            created_utc: now_utc,
+        },
     )
     .await?;
     Ok(remaining)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn append_entry(
-    tx: &mut Tx,
+/// One ledger entry to append.
+struct NewEntry<'a> {
     account_id: i64,
     plan_id: i64,
     kind: EntryKind,
     delta: i64,
     balance_after: i64,
-    actor: &str,
-    reason: Option<&str>,
-    reference: Option<&str>,
-    now_utc: i64,
-) -> Result<()> {
+    actor: &'a str,
+    reason: Option<&'a str>,
+    reference: Option<&'a str>,
+    created_utc: i64,
+}
+
+async fn append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> Result<()> {
+    let NewEntry {
+        account_id,
+        plan_id,
+        kind,
+        delta,
+        balance_after,
+        actor,
+        reason,
+        reference,
+        created_utc: now_utc,
+    } = *entry;
     sqlx::query(
         "INSERT INTO ledger_entries \
          (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \

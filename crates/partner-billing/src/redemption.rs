@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::db::{Tx, is_unique_violation};
 use crate::domain::{IdempotencyKey, Login};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
+use crate::idempotency::{self, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
 use crate::operators::OperatorIdentity;
 use crate::promo::normalize_code;
 use crate::store::Store;
@@ -178,30 +178,17 @@ async fn redeem_reserved(
     let owner = operator.idempotency_scope();
     let scope = Scope::Operator(&owner);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
-    let mut tx =
-        match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
-            .await?
-        {
-            Begun::Replay(body) => return idempotency::replayed(&body),
-            Begun::Fresh(tx) => tx,
-        };
-    let now = store.now_utc();
-    let granted = async {
-        let license =
-            grant_license(store, &mut tx, operator, request, user_id, &code_hash, now).await?;
-        idempotency::record(
-            &mut tx,
-            scope,
-            &request.idempotency_key,
-            &fingerprint,
-            &license,
-            now,
-        )
-        .await?;
-        Ok(license)
-    }
-    .await;
-    let license = idempotency::settle(tx, granted).await?;
+    let keyed = KeyedRequest {
+        scope,
+        key: &request.idempotency_key,
+        fingerprint: &fingerprint,
+    };
+    let mut write = match idempotency::begin_keyed(store, &claim, keyed).await? {
+        Started::Replay(body) => return idempotency::replayed(&body),
+        Started::Fresh(write) => write,
+    };
+    let granted = grant_license(store, &mut write, operator, request, user_id, &code_hash).await;
+    let license = write.commit(granted).await?;
     tracing::info!(
         operator = %operator.name,
         license_id = %license.license_id,
@@ -216,17 +203,17 @@ async fn redeem_reserved(
     })
 }
 
-/// Checks the code and grants its license inside the redemption's transaction.
-#[allow(clippy::too_many_arguments)]
+/// Checks the code and grants its license inside the redemption's keyed write.
 async fn grant_license(
     store: &Store,
-    tx: &mut Tx,
+    write: &mut KeyedWrite<'_>,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
     user_id: i64,
     code_hash: &str,
-    now: i64,
 ) -> Result<RedeemedLicense> {
+    let now = write.now_utc();
+    let tx = write.tx();
     let code = find_code(tx, code_hash).await?;
     if now > code.codes_expire_utc {
         return Err(Error::CodeExpired);

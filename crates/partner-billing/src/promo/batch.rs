@@ -16,10 +16,10 @@ use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::faults::FaultPoint;
-use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
+use crate::idempotency::{self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
 use crate::keys::PartnerAccount;
 use crate::plans::find_plan;
-use crate::quota::{EntryKind, debit};
+use crate::quota::{Charge, EntryKind, debit};
 use crate::store::Store;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
@@ -135,24 +135,18 @@ pub async fn generate_promo_batch(
     let size = usize::try_from(request.count).map_err(|_| Error::PromoGenerationFailed)?;
     let mut drawn = DrawnBatch::draw(store, key, batch_id, size)?;
 
-    let begun =
-        idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint).await?;
-    let mut tx = match begun {
-        Begun::Replay(body) => return recovery::replay(store, key, &body).await,
-        Begun::Fresh(tx) => tx,
-    };
-    let result = store_batch(
-        store,
-        key,
-        &mut tx,
-        account,
-        &request,
+    let keyed = KeyedRequest {
         scope,
-        &fingerprint,
-        &mut drawn,
-    )
-    .await;
-    let mut batch = idempotency::settle(tx, result).await?;
+        key: &request.idempotency_key,
+        fingerprint: &fingerprint,
+    };
+    let mut write = match idempotency::begin_keyed(store, &claim, keyed).await? {
+        Started::Replay(body) => return recovery::replay(store, key, &body).await,
+        Started::Fresh(write) => write,
+    };
+    let stored = store_batch(store, key, &mut write, account, &request, &mut drawn).await;
+    // The stored outcome holds everything but the codes, which live only in the sealed payload.
+    let mut batch = write.commit(stored).await?;
     tracing::info!(
         client_id = %account.client_id,
         batch_id = %batch.batch_id,
@@ -174,32 +168,33 @@ pub async fn generate_promo_batch(
     })
 }
 
-/// The transaction of a fresh batch: debit, batch row, code hashes, sealed payload and
-/// idempotency record. Any error leaves the caller to roll it all back.
-#[allow(clippy::too_many_arguments)]
+/// The effects of a fresh batch: debit, batch row, code hashes and sealed payload, written in
+/// the batch's keyed write, which commits them with its idempotency record. Any error leaves
+/// the caller to roll it all back.
 async fn store_batch(
     store: &Store,
     key: &MasterKey,
-    tx: &mut Tx,
+    write: &mut KeyedWrite<'_>,
     account: &PartnerAccount,
     request: &GeneratePromoBatch,
-    scope: Scope<'_>,
-    fingerprint: &Fingerprint,
     drawn: &mut DrawnBatch,
 ) -> Result<PromoBatch> {
+    let now = write.now_utc();
+    let tx = write.tx();
     let plan = find_plan(tx, &request.plan).await?;
-    let now = store.now_utc();
     let order_public_id = Uuid::new_v4().to_string();
     let actor = format!("api_key:{}", account.api_key_id);
     let remaining = debit(
         tx,
-        account.account_id,
-        plan.id,
-        request.count,
-        EntryKind::PromoBatch,
-        &actor,
-        &order_public_id,
-        now,
+        &Charge {
+            account_id: account.account_id,
+            plan_id: plan.id,
+            units: request.count,
+            kind: EntryKind::PromoBatch,
+            actor: &actor,
+            reference: &order_public_id,
+            now_utc: now,
+        },
     )
     .await?;
     let subscribers = Subscribers::load(tx, account.account_id).await?;
@@ -264,16 +259,6 @@ async fn store_batch(
             },
         )
         .await?;
-    // The stored outcome holds everything but the codes, which live only in the sealed payload.
-    idempotency::record(
-        tx,
-        scope,
-        &request.idempotency_key,
-        fingerprint,
-        &batch,
-        now,
-    )
-    .await?;
     if store.fault(FaultPoint::BeforeCommit) {
         return Err(Error::PromoGenerationFailed);
     }
