@@ -10,7 +10,7 @@ use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{PlanRow, find_plan, find_user};
-use crate::quota::{EntryKind, debit};
+use crate::quota::{Charge, EntryKind, debit};
 use crate::store::{FaultPoint, Store, Tx};
 use crate::throttle;
 use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
@@ -152,13 +152,15 @@ async fn write_license(
     let actor = format!("api_key:{}", account.api_key_id);
     let remaining = debit(
         tx,
-        account.account_id,
-        plan.id,
-        1,
-        EntryKind::License,
-        &actor,
-        &license_id,
-        now,
+        &Charge {
+            account_id: account.account_id,
+            plan_id: plan.id,
+            units: 1,
+            kind: EntryKind::License,
+            actor: &actor,
+            reference: &license_id,
+            now_utc: now,
+        },
     )
     .await?;
     let subscribers = Subscribers::load(tx, account.account_id).await?;
