@@ -8,7 +8,6 @@
 //! the first still runs is `RequestInProgress`. Outcomes that consumed nothing are not stored, so
 //! a retry runs again.
 
-
 use crate::db::{Tx, dialect, is_unique_violation};
 use crate::domain::{IdempotencyKey, sha256_hex};
 use crate::error::{Error, Result};
@@ -210,7 +209,15 @@ pub(crate) async fn begin_keyed<'a>(
     claim: &Claim,
     request: KeyedRequest<'a>,
 ) -> Result<Started<'a>> {
-    match begin(store, claim, request.scope, request.key, request.fingerprint).await? {
+    match begin(
+        store,
+        claim,
+        request.scope,
+        request.key,
+        request.fingerprint,
+    )
+    .await?
+    {
         Begun::Replay(body) => Ok(Started::Replay(body)),
         Begun::Fresh(tx) => Ok(Started::Fresh(KeyedWrite {
             tx,
@@ -241,9 +248,16 @@ impl KeyedWrite<'_> {
             fingerprint,
         } = self.request;
         let result = match effects {
-            Ok(outcome) => record(&mut self.tx, scope, key, fingerprint, &outcome, self.now_utc)
-                .await
-                .map(|()| outcome),
+            Ok(outcome) => record(
+                &mut self.tx,
+                scope,
+                key,
+                fingerprint,
+                &outcome,
+                self.now_utc,
+            )
+            .await
+            .map(|()| outcome),
             Err(err) => Err(err),
         };
         settle(self.tx, result).await

@@ -88,9 +88,7 @@ pub async fn roll_api_key(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::ApiKeyNotFound)?;
-    let expires_utc = old
-        .expires_utc
-        .map_or(now + grace, |t| t.min(now + grace));
+    let expires_utc = old.expires_utc.map_or(now + grace, |t| t.min(now + grace));
     let created = insert_key(store, &mut tx, account_id, client_id, old.name, now).await?;
     sqlx::query("UPDATE api_keys SET expires_utc = $1 WHERE id = $2")
         .bind(expires_utc)

@@ -17,7 +17,7 @@ use crate::store::Store;
 use crate::webhook_signature::SECRET_PREFIX;
 use crate::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES,
-    WebhookDelivery, WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList,
+    WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList,
 };
 
 pub mod outbox;

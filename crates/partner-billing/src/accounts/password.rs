@@ -11,6 +11,7 @@ use subtle::ConstantTimeEq;
 
 use crate::domain::Password;
 use crate::error::{Error, Result};
+use crate::throttle;
 
 thread_local! {
     /// Argon2's working memory (19 MiB with the defaults), allocated once per hashing thread

@@ -16,7 +16,9 @@ use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::faults::FaultPoint;
-use crate::idempotency::{self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
+use crate::idempotency::{
+    self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started,
+};
 use crate::keys::PartnerAccount;
 use crate::plans::find_plan;
 use crate::quota::{Charge, EntryKind, debit};

@@ -2,7 +2,6 @@
 //! the batch id) in the batch's transaction, opened when the same key is retried within 72
 //! hours, purged after. Plaintext codes never reach a table.
 
-
 use super::code::display_code;
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
@@ -35,7 +34,11 @@ fn open_codes(key: &MasterKey, batch_id: &str, sealed: &str) -> Result<Vec<Strin
 }
 
 /// Rebuilds the original response from the stored outcome and the sealed codes.
-pub(super) async fn replay(store: &Store, key: &MasterKey, body: &str) -> Result<Outcome<PromoBatch>> {
+pub(super) async fn replay(
+    store: &Store,
+    key: &MasterKey,
+    body: &str,
+) -> Result<Outcome<PromoBatch>> {
     let mut batch: PromoBatch = serde_json::from_str(body)
         .map_err(|e| Error::Internal(format!("stored batch unreadable: {e}")))?;
     let expired = || Error::PromoCodesExpired {

@@ -7,7 +7,6 @@
 //! a key in progress, the database), takes its row back; a failed guess leaves it standing, even
 //! though its transaction rolled back.
 
-
 use crate::error::{Error, Result};
 use crate::store::Store;
 

@@ -210,26 +210,4 @@ mod tests {
         }
         assert_eq!(ErrorCode::parse("Nope"), None);
     }
-
-    #[test]
-    fn debug_output_redacts_secrets() {
-        let key = CreatedApiKey {
-            api_key_id: "rsk_1".into(),
-            client_id: "rsc_1".into(),
-            secret: "rss_canary".into(),
-            name: None,
-            created_utc: 0,
-        };
-        assert!(!format!("{key:?}").contains("canary"));
-        let session = Session {
-            session_token: "rps_canary".into(),
-            expires_utc: 0,
-        };
-        assert!(!format!("{session:?}").contains("canary"));
-        let login = SessionRequest {
-            client_id: "rsc_1".into(),
-            password: "canary".into(),
-        };
-        assert!(!format!("{login:?}").contains("canary"));
-    }
 }

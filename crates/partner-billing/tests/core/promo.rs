@@ -56,9 +56,13 @@ async fn a_batch_stores_only_hashes_and_its_codes_redeem(store: Store) {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::AlreadyRedeemed), "{err:?}");
-    let err = redeem_promo_code(&store, &console, redeem("0000-0000-0000-0000", "redeem-key-03"))
-        .await
-        .unwrap_err();
+    let err = redeem_promo_code(
+        &store,
+        &console,
+        redeem("0000-0000-0000-0000", "redeem-key-03"),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, Error::CodeNotFound), "{err:?}");
 }
 
@@ -81,9 +85,12 @@ async fn a_code_of_one_redemption_is_exhausted_for_the_next_login(store: Store) 
     for (login, text) in [("bob", "redeem-bob-01"), ("carol", "redeem-carol-1")] {
         let login = Login::parse("login", login).unwrap();
         add_user(&store, &login).await.unwrap();
-        let result =
-            redeem_promo_code(&store, &console, RedeemPromoCode::new(code, login, key(text)))
-                .await;
+        let result = redeem_promo_code(
+            &store,
+            &console,
+            RedeemPromoCode::new(code, login, key(text)),
+        )
+        .await;
         if text.starts_with("redeem-bob") {
             result.unwrap();
         } else {

@@ -25,7 +25,11 @@ async fn credit_adds_to_the_balance_and_the_ledger(store: Store) {
         [("credit".into(), 10, 10), ("credit".into(), 5, 15)]
     );
     assert_eq!(entries[1].reason.as_deref(), Some("more"));
-    assert!(credit(&store, &r.client_id, &plan(), 0, "none").await.is_err());
+    assert!(
+        credit(&store, &r.client_id, &plan(), 0, "none")
+            .await
+            .is_err()
+    );
 }
 
 async fn a_debit_charges_once_and_never_below_zero(store: Store) {
