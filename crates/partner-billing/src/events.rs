@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::db::Tx;
-use crate::domain::random_base62;
+use crate::domain::{PlanId, random_base62};
 use crate::error::Result;
 use crate::store::Store;
 use crate::wire::WebhookEvent;
@@ -210,7 +210,7 @@ impl Subscribers {
         &self,
         store: &Store,
         tx: &mut Tx,
-        plan_id: i64,
+        plan_id: PlanId,
         product_slug: &str,
         units: i64,
         remaining: i64,

@@ -4,7 +4,7 @@ use serde::Serialize;
 use sqlx::AnyConnection;
 
 use crate::db::is_unique_violation;
-use crate::domain::{InvalidField, Login, PlanSlug};
+use crate::domain::{InvalidField, Login, PlanId, PlanSlug, UserId};
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::wire::EndUser;
@@ -102,7 +102,7 @@ pub async fn list_plans(store: &Store) -> Result<Vec<Plan>> {
 /// A plan's row id and what a charge needs of it.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub(crate) struct PlanRow {
-    pub id: i64,
+    pub id: PlanId,
     pub duration_days: Option<i64>,
     pub redemptions_per_code: i64,
     pub code_validity_days: i64,
@@ -155,7 +155,7 @@ pub async fn register_user(store: &Store, login: &Login) -> Result<Registration>
     })
 }
 
-pub(crate) async fn find_user(conn: &mut AnyConnection, login: &Login) -> Result<i64> {
+pub(crate) async fn find_user(conn: &mut AnyConnection, login: &Login) -> Result<UserId> {
     sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
         .bind(login.as_str())
         .fetch_optional(&mut *conn)

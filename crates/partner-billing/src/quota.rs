@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::db::Tx;
-use crate::domain::{ClientId, PlanSlug};
+use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
 use crate::plans::find_plan;
@@ -114,7 +114,7 @@ pub async fn credit(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Charge<'a> {
     pub account_id: i64,
-    pub plan_id: i64,
+    pub plan_id: PlanId,
     pub units: i64,
     pub kind: EntryKind,
     /// Who charged: `api_key:<id>`.
@@ -168,7 +168,7 @@ pub(crate) async fn debit(tx: &mut Tx, charge: &Charge<'_>) -> Result<i64> {
 /// One ledger entry to append.
 struct NewEntry<'a> {
     account_id: i64,
-    plan_id: i64,
+    plan_id: PlanId,
     kind: EntryKind,
     delta: i64,
     balance_after: i64,

@@ -12,7 +12,7 @@ use std::fmt;
 use uuid::Uuid;
 
 use crate::db::{Tx, is_unique_violation};
-use crate::domain::{IdempotencyKey, Login};
+use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
 use crate::operators::OperatorIdentity;
@@ -91,7 +91,7 @@ pub async fn redeem_promo_code(
     operator: &OperatorIdentity,
     request: RedeemPromoCode,
 ) -> Result<Outcome<RedeemedLicense>> {
-    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
+    let user_id: UserId = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
         .bind(request.login.as_str())
         .fetch_optional(store.pool())
         .await?
@@ -143,7 +143,7 @@ struct CodeRow {
     account_id: i64,
     client_id: String,
     batch_id: String,
-    plan_id: i64,
+    plan_id: PlanId,
     plan_slug: String,
     duration_days: Option<i64>,
 }
@@ -167,7 +167,7 @@ async fn redeem_reserved(
     store: &Store,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
-    user_id: i64,
+    user_id: UserId,
 ) -> Result<Outcome<RedeemedLicense>> {
     let code_hash = store.master_key()?.code_hash(&request.lookup_text());
     // The fingerprint holds the code's HMAC, never the code.
@@ -209,7 +209,7 @@ async fn grant_license(
     write: &mut KeyedWrite<'_>,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
-    user_id: i64,
+    user_id: UserId,
     code_hash: &str,
 ) -> Result<RedeemedLicense> {
     let now = write.now_utc();

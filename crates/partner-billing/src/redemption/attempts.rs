@@ -7,6 +7,7 @@
 //! a key in progress, the database), takes its row back; a failed guess leaves it standing, even
 //! though its transaction rolled back.
 
+use crate::domain::UserId;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -24,7 +25,7 @@ pub(crate) struct Reservation {
 
 /// Writes the attempt down and counts the login's attempts in the window; over the limit it is
 /// [`Error::TooManyAttempts`] with the seconds until the oldest attempt leaves the window.
-pub(crate) async fn reserve(store: &Store, user_id: i64) -> Result<Reservation> {
+pub(crate) async fn reserve(store: &Store, user_id: UserId) -> Result<Reservation> {
     let now = store.now_utc();
     let window_start = now - WINDOW_SECONDS;
     sqlx::query("DELETE FROM redemption_attempts WHERE user_id = $1 AND attempted_utc <= $2")
@@ -54,7 +55,7 @@ pub(crate) async fn reserve(store: &Store, user_id: i64) -> Result<Reservation> 
     // often the caller knocks meanwhile.
     Reservation { row_id }.release(store).await;
     let frees_at = oldest.unwrap_or(now) + WINDOW_SECONDS;
-    tracing::warn!(user_id, "promo redemption attempts over the limit");
+    tracing::warn!(%user_id, "promo redemption attempts over the limit");
     Err(Error::TooManyAttempts {
         retry_after_seconds: retry_after(frees_at, now),
     })
