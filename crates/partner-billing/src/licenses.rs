@@ -4,7 +4,7 @@
 use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
-use crate::domain::{IdempotencyKey, Login, PlanSlug};
+use crate::domain::{IdempotencyKey, Login, PlanSlug, UserId};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
@@ -102,7 +102,7 @@ fn fingerprint(request: &IssueLicense) -> Fingerprint {
 #[derive(Debug, Clone, Copy)]
 struct Target {
     plan: PlanRow,
-    user_id: i64,
+    user_id: UserId,
 }
 
 impl Target {
