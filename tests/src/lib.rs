@@ -5,6 +5,7 @@ pub mod logs;
 pub mod process;
 pub mod product;
 pub mod receiver;
+pub mod seeded;
 
 use std::path::PathBuf;
 

@@ -10,7 +10,10 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::{Body, EndpointExt, Request, Response, Route, Server, handler, web::Data};
 use tokio::sync::oneshot;
 
-use partner_billing::webhooks::WebhookSettings;
+use partner_billing::webhooks::{WebhookSettings, outbox};
+use partner_billing_client::{CreatedWebhookEndpoint, PanelClient};
+
+use crate::{Reseller, TestApp};
 
 /// Webhook settings of test servers: loopback receivers allowed, retries after 1 s and 1 s.
 pub fn test_webhook_settings() -> WebhookSettings {
@@ -189,4 +192,35 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The set-up of most webhook scenarios: starts a receiver (answering 204), logs in to
+/// `reseller`'s panel through the SDK, and subscribes the receiver to `event_types`. Returns the
+/// receiver, the logged-in panel client and the endpoint as created (its signing secret
+/// included).
+pub async fn subscribe(
+    app: &TestApp,
+    reseller: &Reseller,
+    event_types: &[&str],
+) -> (Receiver, PanelClient, CreatedWebhookEndpoint) {
+    let receiver = Receiver::start().await;
+    let mut panel = PanelClient::new(&app.base_url).expect("panel client");
+    panel
+        .login(&reseller.client_id, &reseller.password)
+        .await
+        .expect("panel login");
+    let endpoint = panel
+        .create_webhook_endpoint(&receiver.url, event_types, None)
+        .await
+        .expect("webhook endpoint created");
+    (receiver, panel, endpoint)
+}
+
+/// Waits until the app's outbox has no pending message: everything due was delivered or given
+/// up.
+pub async fn outbox_settled(app: &TestApp) {
+    eventually("the outbox settled", || async {
+        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
+    })
+    .await;
 }

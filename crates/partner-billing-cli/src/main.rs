@@ -14,7 +14,6 @@ mod input;
 mod keys;
 mod output;
 mod partner;
-mod product;
 mod promo;
 mod session;
 mod webhooks;

@@ -1,122 +1,65 @@
 //! `partner-billing promo generate` through the built binary, against a scripted HTTP server
-//! (or none at all: what must be refused before anything is sent).
+//! (wiremock), or none at all: what must be refused before anything is sent.
 
 mod common;
 
 use common::{TempDir, assert_one_line_error, assert_success, text};
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 const CLIENT_ID: &str = "rsc_AAAAAAAAAAAAAAAAAAAAAAAA";
 const SECRET: &str = "rss_canary";
 
 const BATCH: &str = r#"{"orderPublicId":"0b6f6f2e-order","batchId":"5d1c7a90-batch","planSlug":"pro","codes":[{"code":"ABCD-EFGH-JKMN-PQRS"},{"code":"TVWX-YZ01-2345-6789"}],"remainingBalance":8,"createdUtc":1700000000}"#;
 
-/// A request as the fake server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    head: String,
-    body: Value,
+const PROMO_BATCHES: &str = "/v1/billing/partner/promo-batches";
+
+/// A scripted service: every `POST /v1/billing/partner/promo-batches` gets `answer`, and
+/// exactly one such request must come (checked when the server drops: the CLI never retries
+/// a definite outcome). The server runs on a thread of its own, so a test may block on the
+/// CLI process meanwhile.
+async fn service_answering(answer: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(PROMO_BATCHES))
+        .respond_with(answer)
+        .expect(1)
+        .mount(&server)
+        .await;
+    server
 }
 
-/// Answers each connection with the next scripted response, then closes it.
-struct FakeServer {
-    base_url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    thread: Option<JoinHandle<()>>,
+/// The one request the service received.
+async fn the_request(server: &MockServer) -> Request {
+    let mut seen = server.received_requests().await.expect("recording is on");
+    assert_eq!(seen.len(), 1, "one request");
+    seen.remove(0)
 }
 
-impl FakeServer {
-    fn start(script: Vec<String>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base_url = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        let thread = std::thread::spawn(move || {
-            for response in script {
-                let Ok((mut socket, _)) = listener.accept() else {
-                    return;
-                };
-                socket
-                    .set_read_timeout(Some(Duration::from_secs(10)))
-                    .unwrap();
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    let read = socket.read(&mut chunk).unwrap();
-                    assert!(read > 0, "connection closed mid-request");
-                    buffer.extend_from_slice(&chunk[..read]);
-                    if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break at + 4;
-                    }
-                };
-                let head = String::from_utf8_lossy(&buffer[..head_end]).to_lowercase();
-                let length = head
-                    .lines()
-                    .find_map(|line| line.strip_prefix("content-length:"))
-                    .map_or(0, |value| value.trim().parse::<usize>().unwrap());
-                while buffer.len() < head_end + length {
-                    let read = socket.read(&mut chunk).unwrap();
-                    buffer.extend_from_slice(&chunk[..read]);
-                }
-                let body = serde_json::from_slice(&buffer[head_end..]).unwrap_or_default();
-                record.lock().unwrap().push(Seen { head, body });
-                socket.write_all(response.as_bytes()).unwrap();
-                let _ = socket.shutdown(std::net::Shutdown::Write);
-            }
-        });
-        Self {
-            base_url,
-            seen,
-            thread: Some(thread),
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
+/// The JSON body of `request`.
+fn body(request: &Request) -> Value {
+    request.body_json().expect("a JSON body")
 }
 
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        // Unblocks a pending accept, so the thread ends.
-        if let Some(addr) = self.base_url.strip_prefix("http://") {
-            let _ = std::net::TcpStream::connect(addr);
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+fn batch() -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_raw(BATCH, "application/json")
 }
 
-fn response(status: &str, extra_headers: &str, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n{extra_headers}\r\n{body}",
-        body.len()
-    )
-}
-
-fn problem(status: &str, code: &str, extra: Value) -> String {
-    let number: u16 = status[..3].parse().unwrap();
+fn problem(status: u16, code: &str, extra: Value) -> ResponseTemplate {
     let mut body = json!({
-        "type": "about:blank", "title": "t", "status": number, "detail": "d", "code": code,
+        "type": "about:blank", "title": "t", "status": status, "detail": "d", "code": code,
     });
     if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
         body.extend(extra.clone());
     }
-    response(
-        status,
-        "content-type: application/problem+json\r\n",
-        &body.to_string(),
-    )
+    ResponseTemplate::new(status).set_body_raw(body.to_string(), "application/problem+json")
 }
 
 /// Runs `partner-billing --base-url URL <args>` with only the credentials this test chooses.
@@ -281,17 +224,13 @@ fn missing_credentials_create_no_file() {
     service.assert_untouched();
 }
 
-#[test]
-fn codes_go_to_a_new_private_csv_file() {
+#[tokio::test]
+async fn codes_go_to_a_new_private_csv_file() {
     let dir = TempDir::new("promo");
-    let server = FakeServer::start(vec![response(
-        "200 OK",
-        "content-type: application/json\r\n",
-        BATCH,
-    )]);
+    let server = service_answering(batch()).await;
     let out_file = dir.0.join("codes.csv");
     let out = run(
-        &server.base_url,
+        &server.uri(),
         &[
             "promo",
             "generate",
@@ -332,37 +271,24 @@ fn codes_go_to_a_new_private_csv_file() {
     }
     assert!(!stdout.contains("ABCD"), "codes on stdout: {stdout:?}");
 
-    let seen = server.seen();
-    assert_eq!(seen.len(), 1);
-    assert!(
-        seen[0]
-            .head
-            .starts_with("post /v1/billing/partner/promo-batches "),
-        "{}",
-        seen[0].head
-    );
-    assert!(
-        seen[0]
-            .head
-            .contains(&format!("x-client-id: {}\r\n", CLIENT_ID.to_lowercase()))
+    let request = the_request(&server).await;
+    assert_eq!(
+        request.headers.get("x-client-id").map(|v| v.as_bytes()),
+        Some(CLIENT_ID.as_bytes())
     );
     assert_eq!(
-        seen[0].body,
+        body(&request),
         json!({"planSlug": "pro", "count": 2, "idempotencyKey": "campaign-0001"})
     );
 }
 
-#[test]
-fn json_with_out_prints_a_summary_without_codes() {
+#[tokio::test]
+async fn json_with_out_prints_a_summary_without_codes() {
     let dir = TempDir::new("promo");
-    let server = FakeServer::start(vec![response(
-        "200 OK",
-        "content-type: application/json\r\nidempotent-replayed: true\r\n",
-        BATCH,
-    )]);
+    let server = service_answering(batch().insert_header("idempotent-replayed", "true")).await;
     let out_file = dir.0.join("codes.csv");
     let out = run(
-        &server.base_url,
+        &server.uri(),
         &[
             "--json",
             "promo",
@@ -378,7 +304,7 @@ fn json_with_out_prints_a_summary_without_codes() {
     );
     assert_success(&out, &[]);
     let value: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let key = server.seen()[0].body["idempotencyKey"].clone();
+    let key = body(&the_request(&server).await)["idempotencyKey"].clone();
     assert!(key.as_str().is_some_and(|k| k.len() >= 8), "{key}");
     assert_eq!(
         value,
@@ -400,15 +326,11 @@ fn json_with_out_prints_a_summary_without_codes() {
     );
 }
 
-#[test]
-fn without_out_codes_go_to_stdout_and_the_key_to_stderr() {
-    let server = FakeServer::start(vec![response(
-        "200 OK",
-        "content-type: application/json\r\n",
-        BATCH,
-    )]);
+#[tokio::test]
+async fn without_out_codes_go_to_stdout_and_the_key_to_stderr() {
+    let server = service_answering(batch()).await;
     let out = run(
-        &server.base_url,
+        &server.uri(),
         &["promo", "generate", "--plan", "pro", "--count", "2"],
         true,
     );
@@ -417,7 +339,7 @@ fn without_out_codes_go_to_stdout_and_the_key_to_stderr() {
         text(&out.stdout),
         "ABCD-EFGH-JKMN-PQRS\nTVWX-YZ01-2345-6789\n"
     );
-    let key = server.seen()[0].body["idempotencyKey"]
+    let key = body(&the_request(&server).await)["idempotencyKey"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -427,15 +349,11 @@ fn without_out_codes_go_to_stdout_and_the_key_to_stderr() {
     assert!(!stderr.contains("ABCD"), "{stderr:?}");
 }
 
-#[test]
-fn json_without_out_prints_the_batch_and_the_key() {
-    let server = FakeServer::start(vec![response(
-        "200 OK",
-        "content-type: application/json\r\n",
-        BATCH,
-    )]);
+#[tokio::test]
+async fn json_without_out_prints_the_batch_and_the_key() {
+    let server = service_answering(batch()).await;
     let out = run(
-        &server.base_url,
+        &server.uri(),
         &[
             "--json",
             "promo",
@@ -458,45 +376,37 @@ fn json_without_out_prints_the_batch_and_the_key() {
     assert!(out.stderr.is_empty(), "{:?}", text(&out.stderr));
 }
 
-#[test]
-fn failures_print_the_key_and_leave_no_file() {
+#[tokio::test]
+async fn failures_print_the_key_and_leave_no_file() {
     let dir = TempDir::new("promo");
     let out_file = dir.0.join("codes.csv");
     let cases = [
         (
-            problem(
-                "402 Payment Required",
-                "Reseller.InsufficientQuota",
-                json!({}),
-            ),
+            problem(402, "Reseller.InsufficientQuota", json!({})),
             "Reseller.InsufficientQuota: d (nothing was charged; idempotency key campaign-0003)",
         ),
         (
-            problem(
-                "500 Internal Server Error",
-                "Reseller.PromoGenerationFailed",
-                json!({}),
-            ),
+            problem(500, "Reseller.PromoGenerationFailed", json!({})),
             "(nothing was charged; retry with --idempotency-key campaign-0003)",
         ),
         (
             problem(
-                "410 Gone",
+                410,
                 "Reseller.PromoCodesExpired",
                 json!({"orderPublicId": "0b6f6f2e-order", "batchId": "5d1c7a90-batch"}),
             ),
             "order 0b6f6f2e-order, batch 5d1c7a90-batch",
         ),
         (
-            problem("500 Internal Server Error", "Internal.Error", json!({})),
+            problem(500, "Internal.Error", json!({})),
             "the outcome is unknown: retry with --idempotency-key campaign-0003",
         ),
-        (response("401 Unauthorized", "", ""), "unauthorized"),
+        (ResponseTemplate::new(401), "unauthorized"),
     ];
     for (answer, expected) in cases {
-        let server = FakeServer::start(vec![answer]);
+        let server = service_answering(answer).await;
         let out = run(
-            &server.base_url,
+            &server.uri(),
             &[
                 "promo",
                 "generate",
@@ -516,6 +426,6 @@ fn failures_print_the_key_and_leave_no_file() {
         assert!(stderr.contains("campaign-0003"), "{stderr}");
         assert!(!out_file.exists(), "{expected}: the file was left behind");
         // Definite outcomes are not retried: one request each.
-        assert_eq!(server.seen().len(), 1, "{expected}");
+        assert_eq!(the_request(&server).await.url.path(), PROMO_BATCHES);
     }
 }

@@ -1,93 +1,113 @@
-//! The SDK against a scripted HTTP server: what is retried, what is not, and what is sent.
+//! The SDK against a scripted HTTP server (wiremock): what is retried, what is not, and what is
+//! sent.
+//!
+//! Each mock says how often it must be hit (`expect`); the server checks that when it is
+//! dropped, so "not retried" fails the test if the SDK sends the request a second time.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use partner_billing_client::{Credentials, Error, PanelClient, PartnerClient, RetryPolicy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use wiremock::matchers::{any, method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
-/// A request as the fake server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    head: String,
-    body: serde_json::Value,
-}
-
-/// Answers each connection with the next scripted response, then closes it.
-struct FakeServer {
-    base_url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl FakeServer {
-    async fn start(script: Vec<String>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base_url = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        tokio::spawn(async move {
-            for response in script {
-                let (mut socket, _) = listener.accept().await.unwrap();
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let head_end = loop {
-                    let read = socket.read(&mut chunk).await.unwrap();
-                    buffer.extend_from_slice(&chunk[..read]);
-                    if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break at + 4;
-                    }
-                };
-                let head = String::from_utf8_lossy(&buffer[..head_end]).to_lowercase();
-                let length = head
-                    .lines()
-                    .find_map(|line| line.strip_prefix("content-length:"))
-                    .map_or(0, |value| value.trim().parse::<usize>().unwrap());
-                while buffer.len() < head_end + length {
-                    let read = socket.read(&mut chunk).await.unwrap();
-                    buffer.extend_from_slice(&chunk[..read]);
-                }
-                let body = serde_json::from_slice(&buffer[head_end..]).unwrap_or_default();
-                record.lock().unwrap().push(Seen { head, body });
-                if response == "hang" {
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                    continue;
-                }
-                socket.write_all(response.as_bytes()).await.unwrap();
-                socket.shutdown().await.ok();
-            }
-        });
-        Self { base_url, seen }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn response(status: &str, extra_headers: &str, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n{extra_headers}\r\n{body}",
-        body.len()
-    )
-}
-
-fn problem(status: &str, code: &str, retry_after: Option<u32>) -> String {
-    let number: u16 = status[..3].parse().unwrap();
-    let body = serde_json::json!({
-        "type": "about:blank", "title": "t", "status": number, "detail": "d", "code": code,
-    })
-    .to_string();
-    let headers = match retry_after {
-        Some(seconds) => {
-            format!("content-type: application/problem+json\r\nretry-after: {seconds}\r\n")
-        }
-        None => "content-type: application/problem+json\r\n".to_owned(),
-    };
-    response(status, &headers, &body)
-}
+const LICENSES: &str = "/v1/billing/partner/licenses";
+const BALANCES: &str = "/v1/billing/partner/balances";
+const PROMO_BATCHES: &str = "/v1/billing/partner/promo-batches";
+const API_KEYS: &str = "/v1/billing/resellers/me/api-keys";
 
 const LICENSE: &str = r#"{"licenseId":"6f1c","planSlug":"pro","login":"alice","remainingBalance":4,"createdUtc":1700000000,"expiresUtc":null}"#;
+
+const BATCH: &str = r#"{"orderPublicId":"0b6f6f2e-order","batchId":"5d1c7a90-batch","planSlug":"pro","codes":[{"code":"ABCD-EFGH-JKMN-PQRS"},{"code":"TVWX-YZ01-2345-6789"}],"remainingBalance":8,"createdUtc":1700000000}"#;
+
+/// An RFC 9457 problem as the server sends it, with `Retry-After` when given.
+fn problem(status: u16, code: &str, retry_after: Option<u32>) -> ResponseTemplate {
+    let body = serde_json::json!({
+        "type": "about:blank", "title": "t", "status": status, "detail": "d", "code": code,
+    });
+    let answer =
+        ResponseTemplate::new(status).set_body_raw(body.to_string(), "application/problem+json");
+    match retry_after {
+        Some(seconds) => answer.insert_header("retry-after", seconds.to_string()),
+        None => answer,
+    }
+}
+
+/// A JSON success.
+fn json(status: u16, body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_raw(body, "application/json")
+}
+
+/// A JSON success marked as a stored result (`Idempotent-Replayed: true`).
+fn replayed(body: &str) -> ResponseTemplate {
+    json(200, body).insert_header("idempotent-replayed", "true")
+}
+
+/// Answers `method_name path_value` with `answers` one after another, each exactly once: an
+/// earlier mock has a higher priority and stops matching after its one use.
+async fn answer_in_turn(
+    server: &MockServer,
+    method_name: &str,
+    path_value: &str,
+    answers: Vec<ResponseTemplate>,
+) {
+    for (turn, answer) in answers.into_iter().enumerate() {
+        let priority = u8::try_from(turn + 1).expect("a short script");
+        Mock::given(method(method_name))
+            .and(path(path_value))
+            .respond_with(answer)
+            .up_to_n_times(1)
+            .expect(1)
+            .with_priority(priority)
+            .mount(server)
+            .await;
+    }
+}
+
+/// Answers `method_name path_value` with `answer`, and expects exactly `times` such requests.
+async fn answer_times(
+    server: &MockServer,
+    method_name: &str,
+    path_value: &str,
+    answer: ResponseTemplate,
+    times: u64,
+) {
+    Mock::given(method(method_name))
+        .and(path(path_value))
+        .respond_with(answer)
+        .expect(times)
+        .mount(server)
+        .await;
+}
+
+/// Fails the test if any request at all reaches the server.
+async fn expect_no_request(server: &MockServer) {
+    Mock::given(any())
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(server)
+        .await;
+}
+
+/// Every request the server received, in order.
+async fn received(server: &MockServer) -> Vec<Request> {
+    server
+        .received_requests()
+        .await
+        .expect("request recording is on by default")
+}
+
+/// A request header as text ("" when absent).
+fn header<'a>(request: &'a Request, name: &str) -> &'a str {
+    request
+        .headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+}
+
+fn body(request: &Request) -> serde_json::Value {
+    request.body_json().expect("a JSON body")
+}
 
 fn quick() -> RetryPolicy {
     RetryPolicy::default()
@@ -95,23 +115,25 @@ fn quick() -> RetryPolicy {
         .with_request_timeout(Duration::from_secs(5))
 }
 
-fn partner(server: &FakeServer, policy: RetryPolicy) -> PartnerClient {
-    PartnerClient::new(&server.base_url, Credentials::new("rsc_test", "rss_canary"))
+fn partner(server: &MockServer, policy: RetryPolicy) -> PartnerClient {
+    PartnerClient::new(server.uri(), Credentials::new("rsc_test", "rss_canary"))
         .unwrap()
         .with_retry_policy(policy)
 }
 
 #[tokio::test]
 async fn in_progress_is_retried_with_the_same_key() {
-    let server = FakeServer::start(vec![
-        problem("409 Conflict", "Reseller.RequestInProgress", Some(0)),
-        problem("503 Service Unavailable", "Service.Unavailable", Some(0)),
-        response(
-            "200 OK",
-            "content-type: application/json\r\nidempotent-replayed: true\r\n",
-            LICENSE,
-        ),
-    ])
+    let server = MockServer::start().await;
+    answer_in_turn(
+        &server,
+        "POST",
+        LICENSES,
+        vec![
+            problem(409, "Reseller.RequestInProgress", Some(0)),
+            problem(503, "Service.Unavailable", Some(0)),
+            replayed(LICENSE),
+        ],
+    )
     .await;
     let issued = partner(&server, quick())
         .issue_license("pro", "alice", None)
@@ -119,37 +141,30 @@ async fn in_progress_is_retried_with_the_same_key() {
         .unwrap();
     assert!(issued.replayed);
     assert_eq!(issued.value.remaining_balance, 4);
-    let seen = server.seen();
+    let seen = received(&server).await;
     assert_eq!(seen.len(), 3);
     for request in &seen {
-        assert!(
-            request
-                .head
-                .starts_with("post /v1/billing/partner/licenses "),
-            "{}",
-            request.head
-        );
-        assert!(request.head.contains("x-client-id: rsc_test\r\n"));
-        assert!(request.head.contains("x-client-secret: rss_canary\r\n"));
-        assert_eq!(
-            request.body["idempotencyKey"],
-            issued.idempotency_key.as_str()
-        );
-        assert_eq!(request.body["planSlug"], "pro");
-        assert_eq!(request.body["login"], "alice");
+        assert_eq!(header(request, "x-client-id"), "rsc_test");
+        assert_eq!(header(request, "x-client-secret"), "rss_canary");
+        let sent = body(request);
+        assert_eq!(sent["idempotencyKey"], issued.idempotency_key.as_str());
+        assert_eq!(sent["planSlug"], "pro");
+        assert_eq!(sent["login"], "alice");
     }
 }
 
 #[tokio::test]
 async fn definite_outcomes_are_returned_at_once() {
-    let server = FakeServer::start(vec![
-        problem("402 Payment Required", "Reseller.InsufficientQuota", None),
-        problem(
-            "500 Internal Server Error",
-            "Reseller.PromoGenerationFailed",
-            None,
-        ),
-    ])
+    let server = MockServer::start().await;
+    answer_in_turn(
+        &server,
+        "POST",
+        LICENSES,
+        vec![
+            problem(402, "Reseller.InsufficientQuota", None),
+            problem(500, "Reseller.PromoGenerationFailed", None),
+        ],
+    )
     .await;
     let client = partner(&server, quick());
     let error = client
@@ -166,17 +181,21 @@ async fn definite_outcomes_are_returned_at_once() {
         matches!(error, Error::PromoGenerationFailed { .. }),
         "{error}"
     );
-    assert_eq!(server.seen().len(), 2);
-    assert_eq!(server.seen()[0].body["idempotencyKey"], "key-00000001");
+    let seen = received(&server).await;
+    assert_eq!(seen.len(), 2);
+    assert_eq!(body(&seen[0])["idempotencyKey"], "key-00000001");
 }
 
 #[tokio::test]
 async fn no_retry_policy_shows_the_raw_conflict() {
-    let server = FakeServer::start(vec![problem(
-        "409 Conflict",
-        "Reseller.RequestInProgress",
-        Some(1),
-    )])
+    let server = MockServer::start().await;
+    answer_times(
+        &server,
+        "POST",
+        LICENSES,
+        problem(409, "Reseller.RequestInProgress", Some(1)),
+        1,
+    )
     .await;
     let error = partner(&server, RetryPolicy::none())
         .issue_license("pro", "alice", None)
@@ -190,30 +209,33 @@ async fn no_retry_policy_shows_the_raw_conflict() {
 
 #[tokio::test]
 async fn retries_are_bounded() {
-    let unavailable = problem("503 Service Unavailable", "Service.Unavailable", Some(0));
-    let server = FakeServer::start(vec![unavailable; 5]).await;
+    let server = MockServer::start().await;
+    answer_times(
+        &server,
+        "GET",
+        BALANCES,
+        problem(503, "Service.Unavailable", Some(0)),
+        3,
+    )
+    .await;
     let error = partner(&server, quick().with_max_attempts(3))
         .balances()
         .await
         .unwrap_err();
     assert!(matches!(error, Error::ServiceUnavailable { .. }), "{error}");
-    assert_eq!(server.seen().len(), 3);
 }
 
 #[tokio::test]
 async fn empty_401_is_unauthorized_and_never_retried() {
-    let server = FakeServer::start(vec![
-        response("401 Unauthorized", "", ""),
-        response("401 Unauthorized", "", ""),
-    ])
-    .await;
+    let server = MockServer::start().await;
+    answer_times(&server, "GET", BALANCES, ResponseTemplate::new(401), 1).await;
     let error = partner(&server, quick()).balances().await.unwrap_err();
     assert!(matches!(error, Error::Unauthorized), "{error}");
-    assert_eq!(server.seen().len(), 1);
 }
 
 #[tokio::test]
 async fn transport_errors_are_retried_and_never_show_the_secret() {
+    // Nothing listens on this port: every connection is refused.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base_url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
@@ -232,7 +254,9 @@ async fn transport_errors_are_retried_and_never_show_the_secret() {
 
 #[tokio::test]
 async fn a_slow_answer_times_out() {
-    let server = FakeServer::start(vec!["hang".to_owned()]).await;
+    let server = MockServer::start().await;
+    let slow = json(200, r#"{"balances":[]}"#).set_delay(Duration::from_secs(30));
+    answer_times(&server, "GET", BALANCES, slow, 1).await;
     let policy = RetryPolicy::none().with_request_timeout(Duration::from_millis(200));
     let error = partner(&server, policy).balances().await.unwrap_err();
     assert!(matches!(error, Error::Timeout), "{error}");
@@ -240,7 +264,8 @@ async fn a_slow_answer_times_out() {
 
 #[tokio::test]
 async fn bad_idempotency_keys_are_refused_locally() {
-    let server = FakeServer::start(vec![]).await;
+    let server = MockServer::start().await;
+    expect_no_request(&server).await;
     let error = partner(&server, quick())
         .issue_license("pro", "alice", Some("short"))
         .await
@@ -255,76 +280,77 @@ async fn bad_idempotency_keys_are_refused_locally() {
         ),
         "{error}"
     );
-    assert!(server.seen().is_empty());
 }
 
 #[tokio::test]
 async fn key_creation_is_not_resent_after_an_unknown_outcome() {
-    let server = FakeServer::start(vec![
-        problem("503 Service Unavailable", "Service.Unavailable", Some(0)),
-        response("201 Created", "", "{}"),
-    ])
+    let server = MockServer::start().await;
+    answer_times(
+        &server,
+        "POST",
+        API_KEYS,
+        problem(503, "Service.Unavailable", Some(0)),
+        1,
+    )
     .await;
-    let panel = PanelClient::with_session_token(&server.base_url, "rps_canary")
+    let panel = PanelClient::with_session_token(server.uri(), "rps_canary")
         .unwrap()
         .with_retry_policy(quick());
     let error = panel.create_api_key(Some("ci")).await.unwrap_err();
     assert!(matches!(error, Error::ServiceUnavailable { .. }), "{error}");
-    let seen = server.seen();
+    let seen = received(&server).await;
     assert_eq!(seen.len(), 1);
-    assert!(
-        seen[0]
-            .head
-            .starts_with("post /v1/billing/resellers/me/api-keys ")
-    );
-    assert!(
-        seen[0]
-            .head
-            .contains("authorization: bearer rps_canary\r\n")
-    );
-    assert_eq!(seen[0].body["name"], "ci");
+    assert_eq!(header(&seen[0], "authorization"), "Bearer rps_canary");
+    assert_eq!(body(&seen[0])["name"], "ci");
 }
 
 #[tokio::test]
 async fn panel_login_keeps_the_session() {
-    let server = FakeServer::start(vec![
-        response(
-            "201 Created",
-            "",
+    let server = MockServer::start().await;
+    answer_times(
+        &server,
+        "POST",
+        "/v1/billing/resellers/sessions",
+        json(
+            201,
             r#"{"sessionToken":"rps_token","expiresUtc":1700043200}"#,
         ),
-        response("204 No Content", "", ""),
-    ])
+        1,
+    )
     .await;
-    let mut panel = PanelClient::new(&server.base_url)
+    // The key id is one path segment: its slash is percent-encoded.
+    answer_times(
+        &server,
+        "DELETE",
+        "/v1/billing/resellers/me/api-keys/rsk_x%2Fy",
+        ResponseTemplate::new(204),
+        1,
+    )
+    .await;
+    let mut panel = PanelClient::new(server.uri())
         .unwrap()
         .with_retry_policy(quick());
     let session = panel.login("rsc_test", "hunter2hunter2").await.unwrap();
     assert_eq!(session.expires_utc, 1700043200);
     assert_eq!(panel.session_expires_utc(), Some(1700043200));
     panel.revoke_api_key("rsk_x/y").await.unwrap();
-    let seen = server.seen();
-    assert_eq!(seen[0].body["clientId"], "rsc_test");
-    assert!(
-        seen[1]
-            .head
-            .starts_with("delete /v1/billing/resellers/me/api-keys/rsk_x%2fy ")
-    );
-    assert!(seen[1].head.contains("authorization: bearer rps_token\r\n"));
+    let seen = received(&server).await;
+    assert_eq!(body(&seen[0])["clientId"], "rsc_test");
+    assert_eq!(header(&seen[1], "authorization"), "Bearer rps_token");
 }
-
-const BATCH: &str = r#"{"orderPublicId":"0b6f6f2e-order","batchId":"5d1c7a90-batch","planSlug":"pro","codes":[{"code":"ABCD-EFGH-JKMN-PQRS"},{"code":"TVWX-YZ01-2345-6789"}],"remainingBalance":8,"createdUtc":1700000000}"#;
 
 #[tokio::test]
 async fn promo_batch_in_progress_is_retried_with_the_same_key() {
-    let server = FakeServer::start(vec![
-        problem("409 Conflict", "Reseller.RequestInProgress", Some(0)),
-        response(
-            "200 OK",
-            "content-type: application/json\r\nidempotent-replayed: true\r\n",
-            BATCH,
-        ),
-    ])
+    let server = MockServer::start().await;
+    answer_in_turn(
+        &server,
+        "POST",
+        PROMO_BATCHES,
+        vec![
+            problem(409, "Reseller.RequestInProgress", Some(0)),
+            replayed(BATCH),
+        ],
+    )
     .await;
     let issued = partner(&server, quick())
         .generate_promo_batch("pro", 2, None)
@@ -343,21 +369,14 @@ async fn promo_batch_in_progress_is_retried_with_the_same_key() {
     let shown = format!("{issued:?}");
     assert!(!shown.contains("ABCD-EFGH"), "{shown}");
 
-    let seen = server.seen();
+    let seen = received(&server).await;
     assert_eq!(seen.len(), 2);
     assert!(issued.idempotency_key.len() >= 8);
     for request in &seen {
-        assert!(
-            request
-                .head
-                .starts_with("post /v1/billing/partner/promo-batches "),
-            "{}",
-            request.head
-        );
-        assert!(request.head.contains("x-client-id: rsc_test\r\n"));
-        assert!(request.head.contains("content-type: application/json\r\n"));
+        assert_eq!(header(request, "x-client-id"), "rsc_test");
+        assert_eq!(header(request, "content-type"), "application/json");
         assert_eq!(
-            request.body,
+            body(request),
             serde_json::json!({
                 "planSlug": "pro",
                 "count": 2,
@@ -369,14 +388,14 @@ async fn promo_batch_in_progress_is_retried_with_the_same_key() {
 
 #[tokio::test]
 async fn promo_generation_failure_is_definite_and_not_retried() {
-    let server = FakeServer::start(vec![
-        problem(
-            "500 Internal Server Error",
-            "Reseller.PromoGenerationFailed",
-            None,
-        ),
-        response("200 OK", "content-type: application/json\r\n", BATCH),
-    ])
+    let server = MockServer::start().await;
+    answer_times(
+        &server,
+        "POST",
+        PROMO_BATCHES,
+        problem(500, "Reseller.PromoGenerationFailed", None),
+        1,
+    )
     .await;
     let error = partner(&server, quick())
         .generate_promo_batch("pro", 2, Some("batch-key-0001"))
@@ -389,22 +408,23 @@ async fn promo_generation_failure_is_definite_and_not_retried() {
     assert!(error.is_definite());
     assert!(!error.is_retryable());
     assert_eq!(error.status(), Some(500));
-    let seen = server.seen();
-    assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].body["idempotencyKey"], "batch-key-0001");
+    let seen = received(&server).await;
+    assert_eq!(body(&seen[0])["idempotencyKey"], "batch-key-0001");
 }
 
 #[tokio::test]
 async fn promo_definite_refusals_come_back_at_once() {
-    let server = FakeServer::start(vec![
-        problem("402 Payment Required", "Reseller.InsufficientQuota", None),
-        problem("422 Unprocessable Entity", "Reseller.UnknownPlan", None),
-        problem(
-            "422 Unprocessable Entity",
-            "Reseller.IdempotencyKeyReused",
-            None,
-        ),
-    ])
+    let server = MockServer::start().await;
+    answer_in_turn(
+        &server,
+        "POST",
+        PROMO_BATCHES,
+        vec![
+            problem(402, "Reseller.InsufficientQuota", None),
+            problem(422, "Reseller.UnknownPlan", None),
+            problem(422, "Reseller.IdempotencyKeyReused", None),
+        ],
+    )
     .await;
     let client = partner(&server, quick());
     let error = client
@@ -426,7 +446,6 @@ async fn promo_definite_refusals_come_back_at_once() {
         "{error}"
     );
     assert!(error.is_definite());
-    assert_eq!(server.seen().len(), 3);
 }
 
 #[tokio::test]
@@ -436,14 +455,11 @@ async fn expired_promo_codes_name_the_batch() {
         "detail": "the codes of this batch are no longer recoverable",
         "code": "Reseller.PromoCodesExpired",
         "orderPublicId": "0b6f6f2e-order", "batchId": "5d1c7a90-batch",
-    })
-    .to_string();
-    let server = FakeServer::start(vec![response(
-        "410 Gone",
-        "content-type: application/problem+json\r\n",
-        &body,
-    )])
-    .await;
+    });
+    let gone =
+        ResponseTemplate::new(410).set_body_raw(body.to_string(), "application/problem+json");
+    let server = MockServer::start().await;
+    answer_times(&server, "POST", PROMO_BATCHES, gone, 1).await;
     let error = partner(&server, quick())
         .generate_promo_batch("pro", 2, Some("batch-key-0003"))
         .await
@@ -457,12 +473,12 @@ async fn expired_promo_codes_name_the_batch() {
     assert_eq!(problem.batch_id.as_deref(), Some("5d1c7a90-batch"));
     assert!(error.is_definite());
     assert_eq!(error.status(), Some(410));
-    assert_eq!(server.seen().len(), 1);
 }
 
 #[tokio::test]
 async fn promo_counts_and_keys_are_checked_locally() {
-    let server = FakeServer::start(vec![]).await;
+    let server = MockServer::start().await;
+    expect_no_request(&server).await;
     let client = partner(&server, quick());
     for count in [0, 1001] {
         let error = client
@@ -488,19 +504,14 @@ async fn promo_counts_and_keys_are_checked_locally() {
         ),
         "{error}"
     );
-    assert!(server.seen().is_empty());
 }
 
 #[tokio::test]
 async fn an_undecodable_batch_is_never_quoted() {
     // Codes as bare strings: serde's own message would quote the first one.
     let body = r#"{"orderPublicId":"o","batchId":"b","planSlug":"pro","codes":["SECR-ETCO-DE00-0000"],"remainingBalance":1,"createdUtc":1}"#;
-    let server = FakeServer::start(vec![response(
-        "200 OK",
-        "content-type: application/json\r\n",
-        body,
-    )])
-    .await;
+    let server = MockServer::start().await;
+    answer_times(&server, "POST", PROMO_BATCHES, json(200, body), 1).await;
     let error = partner(&server, quick())
         .generate_promo_batch("pro", 1, Some("batch-key-0004"))
         .await
@@ -512,17 +523,23 @@ async fn an_undecodable_batch_is_never_quoted() {
     assert!(!error.is_definite());
     let shown = format!("{error} {error:?}");
     assert!(!shown.contains("SECR"), "{shown}");
-    assert_eq!(server.seen().len(), 1);
 }
 
 #[tokio::test]
 async fn promo_batch_transport_failures_keep_the_key() {
-    // The first connection is closed without an answer: the outcome is unknown.
-    let server = FakeServer::start(vec![
-        String::new(),
-        response("200 OK", "content-type: application/json\r\n", BATCH),
-    ])
-    .await;
+    let server = MockServer::start().await;
+    // The first request's connection is closed without an answer: the outcome is unknown.
+    Mock::given(method("POST"))
+        .and(path(PROMO_BATCHES))
+        .respond_with_err(|_: &Request| {
+            std::io::Error::new(std::io::ErrorKind::ConnectionReset, "hung up")
+        })
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    answer_times(&server, "POST", PROMO_BATCHES, json(200, BATCH), 1).await;
     let issued = partner(&server, quick())
         .generate_promo_batch("pro", 2, Some("batch-key-0005"))
         .await
@@ -530,10 +547,10 @@ async fn promo_batch_transport_failures_keep_the_key() {
     assert!(!issued.replayed);
     assert_eq!(issued.idempotency_key, "batch-key-0005");
     assert_eq!(issued.value.codes.len(), 2);
-    let seen = server.seen();
+    let seen = received(&server).await;
     assert_eq!(seen.len(), 2);
     assert!(
         seen.iter()
-            .all(|request| request.body["idempotencyKey"] == "batch-key-0005")
+            .all(|request| body(request)["idempotencyKey"] == "batch-key-0005")
     );
 }

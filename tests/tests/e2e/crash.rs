@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use partner_billing::clock::Clock;
-use partner_billing::domain::{ClientId, Login, Password, PlanSlug};
-use partner_billing::plans::{self, NewPlan};
+use partner_billing::domain::ClientId;
+use partner_billing::quota;
 use partner_billing::store::{CRASH_AT_ENV, Store};
-use partner_billing::{accounts, quota};
+use partner_billing_tests::Db;
 use partner_billing_tests::process::ServerProcess;
-use partner_billing_tests::{Db, TempDir, fresh_database, panel_session};
+use partner_billing_tests::seeded::{ApiKey, SeededDatabase};
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -66,11 +66,6 @@ fn kills() -> usize {
 const CLIENTS_PER_PROCESS: usize = 4;
 const CREDIT: i64 = 1_000_000;
 
-struct Key {
-    client_id: String,
-    secret: String,
-}
-
 /// What one write asked for, and what it cost.
 struct Attempt {
     path: &'static str,
@@ -88,25 +83,7 @@ enum Fault {
     AroundCommit,
 }
 
-async fn panel_key(base_url: &str, client_id: &str, password: &str) -> Key {
-    let http = reqwest::Client::new();
-    let session = panel_session(&http, base_url, client_id, password).await;
-    let key: Value = http
-        .post(format!("{base_url}/v1/billing/resellers/me/api-keys"))
-        .bearer_auth(&session)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    Key {
-        client_id: client_id.to_owned(),
-        secret: key["secret"].as_str().unwrap().to_owned(),
-    }
-}
-
-fn request(base_url: &str, key: &Key, attempt: &Attempt) -> reqwest::RequestBuilder {
+fn request(base_url: &str, key: &ApiKey, attempt: &Attempt) -> reqwest::RequestBuilder {
     reqwest::Client::new()
         .post(format!("{base_url}{}", attempt.path))
         .header("X-Client-Id", &key.client_id)
@@ -181,50 +158,12 @@ impl Replica {
 /// Runs `kills` rounds of load against `processes` server processes over `db`, each round
 /// ending with one process killed; then checks that nothing was lost or charged twice.
 async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
-    let (url, _db_dir) = fresh_database(&db).await;
-    let dir = TempDir::new();
-    let key_file = dir.path.join("master.key");
-    partner_billing_tests::write_private(
-        &key_file,
-        hex::encode(rand::random::<[u8; 32]>()).as_bytes(),
-    );
-    let key_file = key_file.display().to_string();
-    let password = "crash test password";
-    let client_id = {
-        let store = Store::connect(&url, Clock::system()).await.unwrap();
-        let plan = NewPlan::new(
-            PlanSlug::parse("slug", "pro").unwrap(),
-            "Pro",
-            None,
-            None,
-            None,
-        )
-        .unwrap();
-        plans::create_plan(&store, plan).await.unwrap();
-        plans::add_user(&store, &Login::parse("login", "alice").unwrap())
-            .await
-            .unwrap();
-        let client_id =
-            accounts::create_reseller(&store, "Crash", Password::parse("p", password).unwrap())
-                .await
-                .unwrap();
-        quota::credit(
-            &store,
-            &client_id,
-            &PlanSlug::parse("p", "pro").unwrap(),
-            CREDIT,
-            "crash test",
-        )
-        .await
-        .unwrap();
-        store.close().await;
-        client_id
-    };
+    let seeded = SeededDatabase::new(&db, "Crash", "crash test password", CREDIT).await;
+    let url = &seeded.url;
     let mut replicas: Vec<Replica> = (0..processes)
-        .map(|_| Replica::start(&url, &dir.path, &key_file, fault))
+        .map(|_| Replica::start(url, &seeded.dir.path, &seeded.key_file, fault))
         .collect();
-    let key =
-        Arc::new(panel_key(&replicas[0].process.base_url, client_id.as_str(), password).await);
+    let key = Arc::new(seeded.api_key(&replicas[0].process.base_url).await);
 
     let mut attempts: BTreeMap<String, Attempt> = BTreeMap::new();
     let mut crashes_at: BTreeMap<&str, usize> = BTreeMap::new();
@@ -349,10 +288,9 @@ async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
     for replica in &mut replicas {
         replica.process.kill();
     }
-    let store = Store::connect(&url, Clock::system()).await.unwrap();
-    let balances = quota::balances_for(&store, &ClientId::parse("c", client_id.as_str()).unwrap())
-        .await
-        .unwrap();
+    let store = Store::connect(url, Clock::system()).await.unwrap();
+    let client_id = ClientId::parse("c", &seeded.client_id).unwrap();
+    let balances = quota::balances_for(&store, &client_id).await.unwrap();
     assert_eq!(
         balances.balances[0].remaining_balance,
         CREDIT - charged,

@@ -5,13 +5,11 @@
 use std::collections::BTreeSet;
 
 use partner_billing::clock::Clock;
-use partner_billing::domain::{Login, Password, PlanSlug};
-use partner_billing::plans::{self, NewPlan};
 use partner_billing::store::Store;
-use partner_billing::{accounts, quota};
 use partner_billing_tests::process::ServerProcess;
 use partner_billing_tests::receiver::{Receiver, eventually};
-use partner_billing_tests::{Db, TempDir, both_databases, fresh_database, panel_session};
+use partner_billing_tests::seeded::{ApiKey, SeededDatabase};
+use partner_billing_tests::{Db, both_databases};
 use serde_json::{Value, json};
 
 both_databases!(
@@ -19,89 +17,36 @@ both_databases!(
     two_server_processes_send_each_event_once
 );
 
-const PASSWORD: &str = "webhook reliability password";
-
-/// A fresh database with a plan, a login and a credited reseller; the master key in a file.
+/// A seeded database (plan `pro`, login `alice`, a credited reseller, a master key file) and
+/// how its server processes run.
 struct Setup {
-    url: String,
-    _db_dir: Option<TempDir>,
-    dir: TempDir,
-    key_file: String,
-    client_id: String,
+    seeded: SeededDatabase,
 }
 
 impl Setup {
     async fn new(db: &Db) -> Self {
-        let (url, db_dir) = fresh_database(db).await;
-        let dir = TempDir::new();
-        let key_file = dir.path.join("master.key");
-        partner_billing_tests::write_private(
-            &key_file,
-            hex::encode(rand::random::<[u8; 32]>()).as_bytes(),
-        );
-        let store = Store::connect(&url, Clock::system()).await.unwrap();
-        let plan = NewPlan::new(
-            PlanSlug::parse("s", "pro").unwrap(),
-            "Pro",
-            None,
-            None,
-            None,
-        )
-        .unwrap();
-        plans::create_plan(&store, plan).await.unwrap();
-        plans::add_user(&store, &Login::parse("l", "alice").unwrap())
-            .await
-            .unwrap();
-        let client_id =
-            accounts::create_reseller(&store, "Hooks", Password::parse("p", PASSWORD).unwrap())
-                .await
-                .unwrap();
-        quota::credit(
-            &store,
-            &client_id,
-            &PlanSlug::parse("p", "pro").unwrap(),
-            1000,
-            "test",
-        )
-        .await
-        .unwrap();
-        store.close().await;
-        Self {
-            url,
-            _db_dir: db_dir,
-            key_file: key_file.display().to_string(),
-            dir,
-            client_id: client_id.to_string(),
-        }
+        let seeded = SeededDatabase::new(db, "Hooks", "webhook reliability password", 1000).await;
+        Self { seeded }
     }
 
     /// A server process with webhooks to loopback allowed and the given retry schedule.
     fn server(&self, backoff: &str) -> ServerProcess {
         ServerProcess::start(
-            &self.url,
-            &self.dir.path,
+            &self.seeded.url,
+            &self.seeded.dir.path,
             &[
-                ("PARTNER_BILLING_MASTER_KEY_FILE", &self.key_file),
+                self.seeded.key_file_env(),
                 ("PARTNER_BILLING_WEBHOOK_ALLOW_INSECURE", "true"),
                 ("PARTNER_BILLING_WEBHOOK_BACKOFF", backoff),
             ],
         )
     }
 
-    /// An API key secret and a subscribed endpoint, through the panel of `base_url`.
-    async fn key_and_endpoint(&self, base_url: &str, receiver_url: &str) -> String {
-        let http = reqwest::Client::new();
-        let session = panel_session(&http, base_url, &self.client_id, PASSWORD).await;
-        let key: Value = http
-            .post(format!("{base_url}/v1/billing/resellers/me/api-keys"))
-            .bearer_auth(&session)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let endpoint = http
+    /// An API key and a subscribed endpoint, through the panel of `base_url`.
+    async fn key_and_endpoint(&self, base_url: &str, receiver_url: &str) -> ApiKey {
+        let key = self.seeded.api_key(base_url).await;
+        let session = self.seeded.panel_session(base_url).await;
+        let endpoint = reqwest::Client::new()
             .post(format!(
                 "{base_url}/v1/billing/resellers/me/webhook-endpoints"
             ))
@@ -111,31 +56,14 @@ impl Setup {
             .await
             .unwrap();
         assert_eq!(endpoint.status(), 201);
-        key["secret"].as_str().unwrap().to_owned()
-    }
-
-    /// Issues one license through `base_url`; returns its id.
-    async fn issue(&self, base_url: &str, secret: &str) -> String {
-        let response = reqwest::Client::new()
-            .post(format!("{base_url}/v1/billing/partner/licenses"))
-            .header("X-Client-Id", &self.client_id)
-            .header("X-Client-Secret", secret)
-            .json(&json!({
-                "planSlug": "pro",
-                "login": "alice",
-                "idempotencyKey": format!("lic-{}", uuid::Uuid::new_v4().simple()),
-            }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        let body: Value = response.json().await.unwrap();
-        body["licenseId"].as_str().unwrap().to_owned()
+        key
     }
 
     /// Messages of the outbox in `status`.
     async fn messages(&self, status: &str) -> i64 {
-        let store = Store::connect(&self.url, Clock::system()).await.unwrap();
+        let store = Store::connect(&self.seeded.url, Clock::system())
+            .await
+            .unwrap();
         let count = sqlx::query_scalar("SELECT COUNT(*) FROM webhook_messages WHERE status = $1")
             .bind(status)
             .fetch_one(store.pool())
@@ -144,6 +72,25 @@ impl Setup {
         store.close().await;
         count
     }
+}
+
+/// Issues one license through `base_url` under a fresh idempotency key; returns its id.
+async fn issue(base_url: &str, key: &ApiKey) -> String {
+    let response = reqwest::Client::new()
+        .post(format!("{base_url}/v1/billing/partner/licenses"))
+        .header("X-Client-Id", &key.client_id)
+        .header("X-Client-Secret", &key.secret)
+        .json(&json!({
+            "planSlug": "pro",
+            "login": "alice",
+            "idempotencyKey": format!("lic-{}", uuid::Uuid::new_v4().simple()),
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    body["licenseId"].as_str().unwrap().to_owned()
 }
 
 /// The license ids named by the events received.
@@ -161,12 +108,12 @@ async fn events_pending_at_a_sigkill_are_delivered_after_restart(db: Db) {
     // Retries every second for long enough that nothing is given up during the test.
     let backoff = vec!["1s"; 60].join(",");
     let mut server = setup.server(&backoff);
-    let secret = setup
+    let key = setup
         .key_and_endpoint(&server.base_url, &receiver.url)
         .await;
     let mut licenses = BTreeSet::new();
     for _ in 0..10 {
-        licenses.insert(setup.issue(&server.base_url, &secret).await);
+        licenses.insert(issue(&server.base_url, &key).await);
     }
     server.kill();
     assert!(
@@ -192,29 +139,14 @@ async fn two_server_processes_send_each_event_once(db: Db) {
     let setup = Setup::new(&db).await;
     let receiver = Receiver::start().await;
     let servers = [setup.server("1s,1s"), setup.server("1s,1s")];
-    let secret = setup
+    let key = setup
         .key_and_endpoint(&servers[0].base_url, &receiver.url)
         .await;
     let mut tasks = Vec::new();
     for i in 0..30 {
         let base_url = servers[i % 2].base_url.clone();
-        let secret = secret.clone();
-        let client_id = setup.client_id.clone();
-        tasks.push(tokio::spawn(async move {
-            let response = reqwest::Client::new()
-                .post(format!("{base_url}/v1/billing/partner/licenses"))
-                .header("X-Client-Id", &client_id)
-                .header("X-Client-Secret", &secret)
-                .json(&json!({
-                    "planSlug": "pro",
-                    "login": "alice",
-                    "idempotencyKey": format!("lic-{i}-twoprocs"),
-                }))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), 200);
-        }));
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move { issue(&base_url, &key).await }));
     }
     for task in tasks {
         task.await.unwrap();

@@ -11,7 +11,7 @@ use partner_billing::wire::CreateWebhookEndpointRequest;
 use partner_billing_client::{
     Credentials, Error, PanelClient, PartnerClient, WebhookEndpoint, verify_webhook,
 };
-use partner_billing_tests::receiver::{Received, Receiver, eventually};
+use partner_billing_tests::receiver::{Received, eventually, outbox_settled, subscribe};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use serde_json::{Value, json};
 
@@ -307,12 +307,7 @@ async fn a_license_event_is_signed_in_the_standard_webhooks_format(db: Db) {
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 10).await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    let endpoint = panel
-        .create_webhook_endpoint(&receiver.url, &["license.issued"], None)
-        .await
-        .unwrap();
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &["license.issued"]).await;
     let issued = partner(&app, &r)
         .issue_license("pro", "alice", None)
         .await
@@ -407,12 +402,7 @@ async fn refused_requests_and_unsubscribed_types_send_nothing(db: Db) {
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 10).await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    panel
-        .create_webhook_endpoint(&receiver.url, &["license.issued"], None)
-        .await
-        .unwrap();
+    let (receiver, _, _) = subscribe(&app, &r, &["license.issued"]).await;
     let client = partner(&app, &r);
     // Refused: no balance, unknown login, unknown plan. Not subscribed: a promo batch.
     assert!(client.issue_license("empty", "alice", None).await.is_err());
@@ -439,10 +429,7 @@ async fn refused_requests_and_unsubscribed_types_send_nothing(db: Db) {
         received[0].json()["data"]["licenseId"],
         issued.value.license_id
     );
-    eventually("the outbox settled", || async {
-        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
-    })
-    .await;
+    outbox_settled(&app).await;
     assert_eq!(receiver.received().len(), 1);
     assert_eq!(rows(&app, "webhook_events").await, 1);
 }
@@ -453,12 +440,7 @@ async fn every_write_path_sends_its_event(db: Db) {
     app.user("alice").await;
     app.user("bob").await;
     let r = app.reseller().await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    let endpoint = panel
-        .create_webhook_endpoint(&receiver.url, &ALL_TYPES, None)
-        .await
-        .unwrap();
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &ALL_TYPES).await;
     app.credit(&r, "pro", 10).await;
     let client = partner(&app, &r);
     let license = client
@@ -544,10 +526,7 @@ async fn every_write_path_sends_its_event(db: Db) {
         by_type["account.reinstated"],
         json!({"clientId": r.client_id})
     );
-    eventually("the outbox settled", || async {
-        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
-    })
-    .await;
+    outbox_settled(&app).await;
     assert_eq!(
         receiver.received().len(),
         8,
@@ -561,12 +540,7 @@ async fn balance_low_fires_once_per_crossing(db: Db) {
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 5).await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    panel
-        .create_webhook_endpoint(&receiver.url, &["balance.low"], None)
-        .await
-        .unwrap();
+    let (receiver, panel, _) = subscribe(&app, &r, &["balance.low"]).await;
     // Validation: unknown plan 422, out of bounds 400; nothing set.
     let unknown = panel.set_low_balance_alert("nope", 3).await.unwrap_err();
     assert!(matches!(unknown, Error::UnknownPlan { .. }), "{unknown:?}");
@@ -605,23 +579,15 @@ async fn balance_low_fires_once_per_crossing(db: Db) {
     for _ in 0..6 {
         client.issue_license("pro", "alice", None).await.unwrap();
     }
-    eventually("the outbox settled", || async {
-        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
-    })
-    .await;
+    outbox_settled(&app).await;
     assert_eq!(receiver.received().len(), 2, "once per crossing");
 }
 
 async fn failures_are_retried_on_the_schedule_then_marked_failed(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    let receiver = Receiver::start().await;
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &["webhook.test"]).await;
     receiver.respond_with(500);
-    let panel = panel(&app, &r).await;
-    let endpoint = panel
-        .create_webhook_endpoint(&receiver.url, &["webhook.test"], None)
-        .await
-        .unwrap();
     panel
         .test_webhook_endpoint(&endpoint.webhook_endpoint_id)
         .await
@@ -678,13 +644,8 @@ async fn a_receiver_that_recovers_gets_every_event(db: Db) {
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 100).await;
-    let receiver = Receiver::start().await;
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &["license.issued"]).await;
     receiver.respond_with(503);
-    let panel = panel(&app, &r).await;
-    let endpoint = panel
-        .create_webhook_endpoint(&receiver.url, &["license.issued"], None)
-        .await
-        .unwrap();
     let client = partner(&app, &r);
     let mut licenses = BTreeSet::new();
     for _ in 0..5 {
@@ -708,10 +669,8 @@ async fn a_receiver_that_recovers_gets_every_event(db: Db) {
         })
         .await;
     receiver.respond_with(200);
-    eventually("every event delivered", || async {
-        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
-    })
-    .await;
+    // Every event delivered.
+    outbox_settled(&app).await;
     let delivered: Vec<i64> =
         sqlx::query_scalar("SELECT COUNT(*) FROM webhook_messages WHERE status = 'delivered'")
             .fetch_all(app.store.pool())
@@ -740,12 +699,7 @@ async fn a_receiver_that_recovers_gets_every_event(db: Db) {
 async fn gone_disables_the_endpoint_and_redirects_are_not_followed(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    let endpoint = panel
-        .create_webhook_endpoint(&receiver.url, &["webhook.test"], None)
-        .await
-        .unwrap();
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &["webhook.test"]).await;
     let id = endpoint.webhook_endpoint_id.as_str();
 
     // A redirect is a failed attempt; its target never sees a request.
@@ -792,12 +746,7 @@ async fn two_replicas_deliver_each_event_once(db: Db) {
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 100).await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    panel
-        .create_webhook_endpoint(&receiver.url, &["license.issued"], None)
-        .await
-        .unwrap();
+    let (receiver, _, _) = subscribe(&app, &r, &["license.issued"]).await;
     let clients = [partner(&app, &r), partner(&replica, &r)];
     let mut tasks = Vec::new();
     for i in 0..20 {
@@ -810,10 +759,7 @@ async fn two_replicas_deliver_each_event_once(db: Db) {
         task.await.unwrap();
     }
     receiver.wait_for(20).await;
-    eventually("the outbox settled", || async {
-        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
-    })
-    .await;
+    outbox_settled(&app).await;
     let received = receiver.received();
     let ids: BTreeSet<&str> = received.iter().map(|r| r.header("webhook-id")).collect();
     assert_eq!(ids.len(), 20);
@@ -824,12 +770,7 @@ async fn two_replicas_deliver_each_event_once(db: Db) {
 async fn a_rolled_key_sends_expired_once_its_grace_ends(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    let receiver = Receiver::start().await;
-    let panel = panel(&app, &r).await;
-    panel
-        .create_webhook_endpoint(&receiver.url, &["api_key.expired"], None)
-        .await
-        .unwrap();
+    let (receiver, panel, _) = subscribe(&app, &r, &["api_key.expired"]).await;
     let keys = panel.list_api_keys().await.unwrap().api_keys;
     let old = &keys[0];
     panel
@@ -850,10 +791,7 @@ async fn a_rolled_key_sends_expired_once_its_grace_ends(db: Db) {
         body["data"],
         json!({"apiKeyId": old.api_key_id, "name": old.name})
     );
-    eventually("the outbox settled", || async {
-        (outbox::pending_count(&app.store).await.unwrap() == 0).then_some(())
-    })
-    .await;
+    outbox_settled(&app).await;
     assert_eq!(
         rows(&app, "webhook_events").await,
         1,
