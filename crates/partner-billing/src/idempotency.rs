@@ -244,6 +244,155 @@ pub(crate) async fn record<T: serde::Serialize>(
     Ok(())
 }
 
+/// One keyed request of a group transaction: its account, its key and what it is.
+pub(crate) struct KeyedRequest<'a> {
+    pub account_id: i64,
+    pub key: &'a IdempotencyKey,
+    pub fingerprint: &'a Fingerprint,
+}
+
+/// What [`find_outcomes`] found for one request of a group.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// No earlier outcome, and the key is this transaction's: do the work.
+    Fresh,
+    /// The stored response body of the earlier success.
+    Replay(String),
+    /// Refused: the key is in progress on another replica, or names another request.
+    Refused(Error),
+}
+
+/// The set-oriented [`find_outcome`] of a group transaction, for partner keys: on PostgreSQL
+/// one statement takes every key's advisory lock, then one statement reads every stored
+/// outcome. The answers are in the order of `requests`. The keys of one group are distinct
+/// (each is claimed in this process first).
+pub(crate) async fn find_outcomes(
+    store: &Store,
+    tx: &mut Tx,
+    requests: &[KeyedRequest<'_>],
+) -> Result<Vec<Found>> {
+    let mut found: Vec<Found> = requests.iter().map(|_| Found::Fresh).collect();
+    if requests.is_empty() {
+        return Ok(found);
+    }
+    if store.backend() == Backend::Postgres {
+        let names: Vec<String> = requests
+            .iter()
+            .map(|r| Scope::Account(r.account_id).lock_name(r.key))
+            .collect();
+        let names = to_json(&names)?;
+        let locked: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
+             FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
+        )
+        .bind(names)
+        .fetch_all(&mut **tx)
+        .await?;
+        for (slot, locked) in found.iter_mut().zip(locked) {
+            if !locked {
+                *slot = Found::Refused(Error::RequestInProgress);
+            }
+        }
+    }
+    // Read after the locks are held (a statement of its own, so its snapshot is taken after
+    // them), as `find_outcome` does.
+    let keys: Vec<(i64, &str)> = requests
+        .iter()
+        .map(|r| (r.account_id, r.key.as_str()))
+        .collect();
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "SELECT r.account_id, r.idempotency_key, r.operation, r.fingerprint, r.response_body \
+             FROM json_each($1) AS j JOIN idempotency_records r \
+             ON r.account_id = json_extract(j.value, '$[0]') \
+             AND r.idempotency_key = json_extract(j.value, '$[1]')"
+        }
+        Backend::Postgres => {
+            "SELECT r.account_id, r.idempotency_key, r.operation, r.fingerprint, r.response_body \
+             FROM json_array_elements($1::json) AS j JOIN idempotency_records r \
+             ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1"
+        }
+    };
+    let rows = sqlx::query(sql)
+        .bind(to_json(&keys)?)
+        .fetch_all(&mut **tx)
+        .await?;
+    for row in rows {
+        let account_id: i64 = row.try_get("account_id")?;
+        let key: String = row.try_get("idempotency_key")?;
+        let Some(index) = requests
+            .iter()
+            .position(|r| r.account_id == account_id && r.key.as_str() == key)
+        else {
+            continue;
+        };
+        if matches!(found[index], Found::Refused(_)) {
+            continue;
+        }
+        let operation: String = row.try_get("operation")?;
+        let digest: String = row.try_get("fingerprint")?;
+        let fingerprint = requests[index].fingerprint;
+        found[index] = if operation != fingerprint.operation || digest != fingerprint.digest {
+            Found::Refused(Error::IdempotencyKeyReused)
+        } else {
+            Found::Replay(row.try_get("response_body")?)
+        };
+    }
+    Ok(found)
+}
+
+/// The set-oriented [`record`] of a group transaction: one statement stores the outcome of
+/// every success, each with its status 200 and its response body.
+pub(crate) async fn record_many<T: serde::Serialize>(
+    store: &Store,
+    tx: &mut Tx,
+    outcomes: &[(KeyedRequest<'_>, &T)],
+    now_utc: i64,
+) -> Result<()> {
+    if outcomes.is_empty() {
+        return Ok(());
+    }
+    let rows = outcomes
+        .iter()
+        .map(|(r, outcome)| {
+            let body = serde_json::to_string(outcome)
+                .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))?;
+            Ok((
+                r.account_id,
+                r.key.as_str(),
+                r.fingerprint.operation,
+                r.fingerprint.digest.as_str(),
+                body,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO idempotency_records \
+             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+             json_extract(value, '$[2]'), json_extract(value, '$[3]'), 200, \
+             json_extract(value, '$[4]'), $2 FROM json_each($1) ORDER BY key"
+        }
+        Backend::Postgres => {
+            "INSERT INTO idempotency_records \
+             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+             SELECT (j->>0)::bigint, j->>1, j->>2, j->>3, 200, j->>4, $2 \
+             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
+        }
+    };
+    sqlx::query(sql)
+        .bind(to_json(&rows)?)
+        .bind(now_utc)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,8 @@
 //! Prepaid quota: per account and plan a balance that always equals the sum of its
 //! append-only ledger entries, and is never negative.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use sqlx::Row;
 
@@ -8,7 +10,7 @@ use crate::domain::{ClientId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
 use crate::plans::find_plan;
-use crate::store::{Store, Tx};
+use crate::store::{Backend, Store, Tx};
 use crate::wire::{Balance, Balances};
 
 /// Why a ledger entry was written.
@@ -178,6 +180,136 @@ async fn append_entry(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// The balances of `rows` ((account, plan) pairs) for a group transaction to debit, locked
+/// until its end: on PostgreSQL `FOR UPDATE` in (account, plan) order, the order every group
+/// transaction of every process takes them in, so two never wait on each other; on SQLite the
+/// transaction's write lock already covers them. A pair without a balance row is absent.
+pub(crate) async fn lock_balances(
+    store: &Store,
+    tx: &mut Tx,
+    rows: &[(i64, i64)],
+) -> Result<HashMap<(i64, i64), i64>> {
+    if rows.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
+             JOIN json_each($1) AS j ON b.account_id = json_extract(j.value, '$[0]') \
+             AND b.plan_id = json_extract(j.value, '$[1]')"
+        }
+        Backend::Postgres => {
+            "SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
+             WHERE (b.account_id, b.plan_id) IN \
+             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($1::json) AS j) \
+             ORDER BY b.account_id, b.plan_id FOR UPDATE"
+        }
+    };
+    let locked: Vec<(i64, i64, i64)> = sqlx::query_as(sql)
+        .bind(to_json(rows)?)
+        .fetch_all(&mut **tx)
+        .await?;
+    Ok(locked
+        .into_iter()
+        .map(|(account_id, plan_id, remaining)| ((account_id, plan_id), remaining))
+        .collect())
+}
+
+/// One debit of a group transaction, in the order its ledger entries are written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupDebit<'a> {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub units: i64,
+    /// The balance after this debit (and every earlier one of its row).
+    pub balance_after: i64,
+    pub actor: &'a str,
+    pub reference: &'a str,
+}
+
+/// The set-oriented [`debit`] of a group transaction, for balances read by [`lock_balances`]
+/// in the same transaction: one statement sets every debited balance to what its debits leave
+/// (each row only if it still holds what was read), one statement appends every ledger entry.
+/// `balances` holds (account, plan, before, after); the caller has checked that each debit is
+/// covered.
+pub(crate) async fn debit_many(
+    store: &Store,
+    tx: &mut Tx,
+    balances: &[(i64, i64, i64, i64)],
+    debits: &[GroupDebit<'_>],
+    kind: EntryKind,
+    now_utc: i64,
+) -> Result<()> {
+    if debits.is_empty() {
+        return Ok(());
+    }
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "UPDATE balances SET remaining = j.new_remaining FROM \
+             (SELECT json_extract(value, '$[0]') AS account_id, json_extract(value, '$[1]') AS plan_id, \
+             json_extract(value, '$[2]') AS old_remaining, json_extract(value, '$[3]') AS new_remaining \
+             FROM json_each($1)) AS j \
+             WHERE balances.account_id = j.account_id AND balances.plan_id = j.plan_id \
+             AND balances.remaining = j.old_remaining"
+        }
+        Backend::Postgres => {
+            "UPDATE balances AS b SET remaining = (j->>3)::bigint \
+             FROM json_array_elements($1::json) AS j \
+             WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+             AND b.remaining = (j->>2)::bigint"
+        }
+    };
+    let updated = sqlx::query(sql)
+        .bind(to_json(balances)?)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    if usize::try_from(updated).ok() != Some(balances.len()) {
+        return Err(Error::Internal(
+            "a locked balance changed under its group transaction".to_owned(),
+        ));
+    }
+    let entries: Vec<(i64, i64, i64, i64, &str, &str)> = debits
+        .iter()
+        .map(|d| {
+            (
+                d.account_id,
+                d.plan_id,
+                -d.units,
+                d.balance_after,
+                d.actor,
+                d.reference,
+            )
+        })
+        .collect();
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO ledger_entries \
+             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), $2, \
+             json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
+             NULL, json_extract(value, '$[5]'), $3 FROM json_each($1) ORDER BY key"
+        }
+        Backend::Postgres => {
+            "INSERT INTO ledger_entries \
+             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+             SELECT (j->>0)::bigint, (j->>1)::bigint, $2, (j->>2)::bigint, (j->>3)::bigint, j->>4, \
+             NULL, j->>5, $3 FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
+        }
+    };
+    sqlx::query(sql)
+        .bind(to_json(&entries)?)
+        .bind(kind.as_str())
+        .bind(now_utc)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
 }
 
 /// Every plan ever credited to the account, zero included, sorted by slug.
