@@ -244,18 +244,18 @@ impl Subscribers {
 }
 
 impl Subscribers {
-    /// The enabled endpoints of each of `account_ids`, in one read (the set-oriented [`load`]
-    /// of a group transaction). Every account asked for has an entry, empty without endpoints.
+    /// The subscribers of each of `account_ids` from rows of their enabled endpoints
+    /// (account, endpoint row, event types), as a group transaction reads them for several
+    /// accounts at once ([`load`] reads one). Every account asked for has an entry.
     ///
     /// [`load`]: Subscribers::load
-    pub(crate) async fn load_many(
-        store: &Store,
-        tx: &mut Tx,
-        account_ids: &[i64],
-    ) -> Result<HashMap<i64, Self>> {
+    pub(crate) fn from_rows(
+        account_ids: impl IntoIterator<Item = i64>,
+        rows: impl IntoIterator<Item = (i64, i64, String)>,
+    ) -> HashMap<i64, Self> {
         let mut all: HashMap<i64, Self> = account_ids
-            .iter()
-            .map(|&account_id| {
+            .into_iter()
+            .map(|account_id| {
                 (
                     account_id,
                     Self {
@@ -265,25 +265,6 @@ impl Subscribers {
                 )
             })
             .collect();
-        if account_ids.is_empty() {
-            return Ok(all);
-        }
-        let sql = match store.backend() {
-            Backend::Sqlite => {
-                "SELECT account_id, id, event_types FROM webhook_endpoints \
-                 WHERE account_id IN (SELECT value FROM json_each($1)) AND status = 'enabled' \
-                 ORDER BY account_id, id"
-            }
-            Backend::Postgres => {
-                "SELECT account_id, id, event_types FROM webhook_endpoints \
-                 WHERE account_id IN (SELECT (json_array_elements_text($1::json))::bigint) \
-                 AND status = 'enabled' ORDER BY account_id, id"
-            }
-        };
-        let rows: Vec<(i64, i64, String)> = sqlx::query_as(sql)
-            .bind(to_json(account_ids)?)
-            .fetch_all(&mut **tx)
-            .await?;
         for (account_id, id, types) in rows {
             if let Some(subscribers) = all.get_mut(&account_id) {
                 subscribers
@@ -291,7 +272,10 @@ impl Subscribers {
                     .push((id, types.split(',').map(str::to_owned).collect()));
             }
         }
-        Ok(all)
+        for subscribers in all.values_mut() {
+            subscribers.endpoints.sort_by_key(|(id, _)| *id);
+        }
+        all
     }
 
     /// The endpoints subscribed to `data`'s type, for [`insert_events`].
@@ -303,49 +287,30 @@ impl Subscribers {
             .map(|(id, _)| *id)
             .collect()
     }
-
-    /// The account these subscribers belong to.
-    pub(crate) fn account_id(&self) -> i64 {
-        self.account_id
-    }
 }
-
-/// The low-balance thresholds of `rows` ((account, plan) pairs), in one read: what
-/// [`Subscribers::after_debit`] reads one pair at a time. Pairs without an alert are absent.
-pub(crate) async fn low_balance_thresholds(
-    store: &Store,
-    tx: &mut Tx,
-    rows: &[(i64, i64)],
-) -> Result<HashMap<(i64, i64), i64>> {
-    if rows.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "SELECT a.account_id, a.plan_id, a.low_balance_threshold FROM balance_alerts a \
-             JOIN json_each($1) AS j ON a.account_id = json_extract(j.value, '$[0]') \
-             AND a.plan_id = json_extract(j.value, '$[1]')"
-        }
-        Backend::Postgres => {
-            "SELECT a.account_id, a.plan_id, a.low_balance_threshold FROM balance_alerts a \
-             JOIN json_array_elements($1::json) AS j ON a.account_id = (j->>0)::bigint \
-             AND a.plan_id = (j->>1)::bigint"
-        }
-    };
-    let found: Vec<(i64, i64, i64)> = sqlx::query_as(sql)
-        .bind(to_json(rows)?)
-        .fetch_all(&mut **tx)
-        .await?;
-    Ok(found
-        .into_iter()
-        .map(|(account_id, plan_id, threshold)| ((account_id, plan_id), threshold))
-        .collect())
 }
 
 /// Whether a debit of `units` that left `remaining` crossed `threshold` downwards: the rule of
 /// [`Subscribers::after_debit`].
 pub(crate) fn crosses_low_balance(threshold: i64, units: i64, remaining: i64) -> bool {
     threshold > 0 && remaining + units >= threshold && remaining < threshold
+}
+
+/// An event as [`insert_event`] writes it: its id, account, type and body, created `now`.
+pub(crate) fn event_row(
+    account_id: i64,
+    data: &EventData,
+    now: i64,
+) -> Result<(String, i64, String, String)> {
+    let event = WebhookEvent {
+        event_id: format!("evt_{}", random_base62(24)),
+        event_type: data.event_type().to_owned(),
+        created_utc: now,
+        data: data.data(),
+    };
+    let body = serde_json::to_string(&event)
+        .map_err(|e| crate::Error::Internal(format!("event body: {e}")))?;
+    Ok((event.event_id, account_id, event.event_type, body))
 }
 
 /// The set-oriented [`insert_event`] of a group transaction: every event in one statement and
@@ -364,18 +329,10 @@ pub(crate) async fn insert_events(
         return Ok(());
     }
     let now = store.now_utc();
-    let mut rows = Vec::with_capacity(events.len());
-    for (account_id, data, _) in &events {
-        let event = WebhookEvent {
-            event_id: format!("evt_{}", random_base62(24)),
-            event_type: data.event_type().to_owned(),
-            created_utc: now,
-            data: data.data(),
-        };
-        let body = serde_json::to_string(&event)
-            .map_err(|e| crate::Error::Internal(format!("event body: {e}")))?;
-        rows.push((event.event_id, *account_id, event.event_type, body));
-    }
+    let rows = events
+        .iter()
+        .map(|(account_id, data, _)| event_row(*account_id, data, now))
+        .collect::<Result<Vec<_>>>()?;
     let sql = match store.backend() {
         Backend::Sqlite => {
             "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \

@@ -251,7 +251,7 @@ pub(crate) struct KeyedRequest<'a> {
     pub fingerprint: &'a Fingerprint,
 }
 
-/// What [`find_outcomes`] found for one request of a group.
+/// What a group transaction found for one of its keyed requests.
 #[derive(Debug)]
 pub(crate) enum Found {
     /// No earlier outcome, and the key is this transaction's: do the work.
@@ -262,110 +262,86 @@ pub(crate) enum Found {
     Refused(Error),
 }
 
-/// The set-oriented [`find_outcome`] of a group transaction, for partner keys: on PostgreSQL
-/// one statement takes every key's advisory lock, then one statement reads every stored
-/// outcome. The answers are in the order of `requests`. The keys of one group are distinct
-/// (each is claimed in this process first).
-pub(crate) async fn find_outcomes(
+/// A stored outcome as a group transaction reads it: operation, fingerprint, response body.
+pub(crate) type StoredOutcome = (String, String, String);
+
+/// The set-oriented lock of [`find_outcome`]: on PostgreSQL one statement tries every key's
+/// advisory lock and tells, in the order of `requests`, which it holds (a key held by another
+/// replica is [`Error::RequestInProgress`]); SQLite's write lock already covers every key.
+/// The stored outcomes must be read by a later statement, whose snapshot follows the locks.
+pub(crate) async fn try_lock_many(
     store: &Store,
     tx: &mut Tx,
     requests: &[KeyedRequest<'_>],
-) -> Result<Vec<Found>> {
-    let mut found: Vec<Found> = requests.iter().map(|_| Found::Fresh).collect();
-    if requests.is_empty() {
-        return Ok(found);
+) -> Result<Vec<bool>> {
+    if store.backend() != Backend::Postgres || requests.is_empty() {
+        return Ok(vec![true; requests.len()]);
     }
-    if store.backend() == Backend::Postgres {
-        let names: Vec<String> = requests
-            .iter()
-            .map(|r| Scope::Account(r.account_id).lock_name(r.key))
-            .collect();
-        let names = to_json(&names)?;
-        let locked: Vec<bool> = sqlx::query_scalar(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
-             FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
-        )
-        .bind(names)
-        .fetch_all(&mut **tx)
-        .await?;
-        for (slot, locked) in found.iter_mut().zip(locked) {
-            if !locked {
-                *slot = Found::Refused(Error::RequestInProgress);
-            }
-        }
-    }
-    // Read after the locks are held (a statement of its own, so its snapshot is taken after
-    // them), as `find_outcome` does.
-    let keys: Vec<(i64, &str)> = requests
+    let names: Vec<String> = requests
         .iter()
-        .map(|r| (r.account_id, r.key.as_str()))
+        .map(|r| Scope::Account(r.account_id).lock_name(r.key))
         .collect();
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "SELECT r.account_id, r.idempotency_key, r.operation, r.fingerprint, r.response_body \
-             FROM json_each($1) AS j JOIN idempotency_records r \
-             ON r.account_id = json_extract(j.value, '$[0]') \
-             AND r.idempotency_key = json_extract(j.value, '$[1]')"
-        }
-        Backend::Postgres => {
-            "SELECT r.account_id, r.idempotency_key, r.operation, r.fingerprint, r.response_body \
-             FROM json_array_elements($1::json) AS j JOIN idempotency_records r \
-             ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1"
-        }
-    };
-    let rows = sqlx::query(sql)
-        .bind(to_json(&keys)?)
-        .fetch_all(&mut **tx)
-        .await?;
-    for row in rows {
-        let account_id: i64 = row.try_get("account_id")?;
-        let key: String = row.try_get("idempotency_key")?;
-        let Some(index) = requests
-            .iter()
-            .position(|r| r.account_id == account_id && r.key.as_str() == key)
-        else {
-            continue;
-        };
-        if matches!(found[index], Found::Refused(_)) {
-            continue;
-        }
-        let operation: String = row.try_get("operation")?;
-        let digest: String = row.try_get("fingerprint")?;
-        let fingerprint = requests[index].fingerprint;
-        found[index] = if operation != fingerprint.operation || digest != fingerprint.digest {
-            Found::Refused(Error::IdempotencyKeyReused)
-        } else {
-            Found::Replay(row.try_get("response_body")?)
-        };
+    let locked: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
+         FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
+    )
+    .bind(to_json(&names)?)
+    .fetch_all(&mut **tx)
+    .await?;
+    if locked.len() != requests.len() {
+        return Err(Error::Internal("advisory locks miscounted".to_owned()));
     }
-    Ok(found)
+    Ok(locked)
 }
 
-/// The set-oriented [`record`] of a group transaction: one statement stores the outcome of
-/// every success, each with its status 200 and its response body.
-pub(crate) async fn record_many<T: serde::Serialize>(
+/// What [`find_outcome`] concludes for a request from its lock and its stored outcome.
+pub(crate) fn check(
+    locked: bool,
+    stored: Option<&StoredOutcome>,
+    fingerprint: &Fingerprint,
+) -> Found {
+    if !locked {
+        return Found::Refused(Error::RequestInProgress);
+    }
+    match stored {
+        None => Found::Fresh,
+        Some((operation, digest, _))
+            if *operation != fingerprint.operation || *digest != fingerprint.digest =>
+        {
+            Found::Refused(Error::IdempotencyKeyReused)
+        }
+        Some((_, _, body)) => Found::Replay(body.clone()),
+    }
+}
+
+/// The row [`record`] stores for a success, as a group transaction inserts it: account, key,
+/// operation, fingerprint, response body.
+pub(crate) fn record_row<'a, T: serde::Serialize>(
+    request: &KeyedRequest<'a>,
+    outcome: &T,
+) -> Result<(i64, &'a str, &'static str, &'a str, String)> {
+    let body = serde_json::to_string(outcome)
+        .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))?;
+    Ok((
+        request.account_id,
+        request.key.as_str(),
+        request.fingerprint.operation,
+        request.fingerprint.digest.as_str(),
+        body,
+    ))
+}
+
+/// The set-oriented [`record`] of a group transaction: one statement stores every success's
+/// row ([`record_row`]), each with status 200.
+pub(crate) async fn record_many(
     store: &Store,
     tx: &mut Tx,
-    outcomes: &[(KeyedRequest<'_>, &T)],
+    rows: &[(i64, &str, &'static str, &str, String)],
     now_utc: i64,
 ) -> Result<()> {
-    if outcomes.is_empty() {
+    if rows.is_empty() {
         return Ok(());
     }
-    let rows = outcomes
-        .iter()
-        .map(|(r, outcome)| {
-            let body = serde_json::to_string(outcome)
-                .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))?;
-            Ok((
-                r.account_id,
-                r.key.as_str(),
-                r.fingerprint.operation,
-                r.fingerprint.digest.as_str(),
-                body,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
     let sql = match store.backend() {
         Backend::Sqlite => {
             "INSERT INTO idempotency_records \
@@ -382,7 +358,7 @@ pub(crate) async fn record_many<T: serde::Serialize>(
         }
     };
     sqlx::query(sql)
-        .bind(to_json(&rows)?)
+        .bind(to_json(rows)?)
         .bind(now_utc)
         .execute(&mut **tx)
         .await?;

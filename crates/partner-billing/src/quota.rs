@@ -1,8 +1,6 @@
 //! Prepaid quota: per account and plan a balance that always equals the sum of its
 //! append-only ledger entries, and is never negative.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 use sqlx::Row;
 
@@ -182,41 +180,6 @@ async fn append_entry(
     Ok(())
 }
 
-/// The balances of `rows` ((account, plan) pairs) for a group transaction to debit, locked
-/// until its end: on PostgreSQL `FOR UPDATE` in (account, plan) order, the order every group
-/// transaction of every process takes them in, so two never wait on each other; on SQLite the
-/// transaction's write lock already covers them. A pair without a balance row is absent.
-pub(crate) async fn lock_balances(
-    store: &Store,
-    tx: &mut Tx,
-    rows: &[(i64, i64)],
-) -> Result<HashMap<(i64, i64), i64>> {
-    if rows.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
-             JOIN json_each($1) AS j ON b.account_id = json_extract(j.value, '$[0]') \
-             AND b.plan_id = json_extract(j.value, '$[1]')"
-        }
-        Backend::Postgres => {
-            "SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
-             WHERE (b.account_id, b.plan_id) IN \
-             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($1::json) AS j) \
-             ORDER BY b.account_id, b.plan_id FOR UPDATE"
-        }
-    };
-    let locked: Vec<(i64, i64, i64)> = sqlx::query_as(sql)
-        .bind(to_json(rows)?)
-        .fetch_all(&mut **tx)
-        .await?;
-    Ok(locked
-        .into_iter()
-        .map(|(account_id, plan_id, remaining)| ((account_id, plan_id), remaining))
-        .collect())
-}
-
 /// One debit of a group transaction, in the order its ledger entries are written.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GroupDebit<'a> {
@@ -229,11 +192,10 @@ pub(crate) struct GroupDebit<'a> {
     pub reference: &'a str,
 }
 
-/// The set-oriented [`debit`] of a group transaction, for balances read by [`lock_balances`]
-/// in the same transaction: one statement sets every debited balance to what its debits leave
-/// (each row only if it still holds what was read), one statement appends every ledger entry.
-/// `balances` holds (account, plan, before, after); the caller has checked that each debit is
-/// covered.
+/// The set-oriented [`debit`] of a group transaction, for balances it read and locked: one
+/// statement sets every debited balance to what its debits leave (each row only if it still
+/// holds what was read), one statement appends every ledger entry. `balances` holds (account,
+/// plan, before, after); the caller has checked that each debit is covered.
 pub(crate) async fn debit_many(
     store: &Store,
     tx: &mut Tx,

@@ -33,7 +33,7 @@
 //! are locked in one order in every transaction of every process, so lanes and replicas never
 //! deadlock on each other's rows.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -114,7 +114,12 @@ impl LicenseGroups {
     /// once added. An unknown plan is looked up again every time (it may be added later).
     async fn plan(&self, store: &Store, request: &IssueLicense) -> Result<PlanRow> {
         let slug = request.plan.as_str();
-        if let Some(plan) = self.plans.lock().unwrap_or_else(|p| p.into_inner()).get(slug) {
+        if let Some(plan) = self
+            .plans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(slug)
+        {
             return Ok(*plan);
         }
         let plan = {
@@ -304,10 +309,24 @@ struct Charge {
     license: License,
 }
 
+/// What the group reads, in one statement, once its keys are locked.
+#[derive(Default)]
+struct GroupRead {
+    /// User ids by login; unregistered logins are absent.
+    users: HashMap<String, i64>,
+    /// Stored outcomes by (account, key).
+    outcomes: HashMap<(i64, String), idempotency::StoredOutcome>,
+    /// Balances by (account, plan), locked; a pair without a balance row is absent.
+    balances: HashMap<(i64, i64), i64>,
+    /// Enabled webhook endpoints: (account, endpoint row, event types).
+    endpoints: Vec<(i64, i64, String)>,
+    /// Low-balance thresholds by (account, plan).
+    thresholds: HashMap<(i64, i64), i64>,
+}
+
 /// The group's statements and decisions; an error fails the whole group.
 async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step>> {
     let now = store.now_utc();
-    let users = find_users(store, tx, batch).await?;
     let fingerprints: Vec<Fingerprint> = batch.iter().map(|p| fingerprint(&p.request)).collect();
     let keyed: Vec<KeyedRequest<'_>> = batch
         .iter()
@@ -318,25 +337,19 @@ async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step
             fingerprint,
         })
         .collect();
-    let found = idempotency::find_outcomes(store, tx, &keyed).await?;
-    let rows: Vec<(i64, i64)> = batch
-        .iter()
-        .map(|p| (p.account.account_id, p.plan.id))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let locked = quota::lock_balances(store, tx, &rows).await?;
-    let mut remaining = locked.clone();
+    let locked_keys = idempotency::try_lock_many(store, tx, &keyed).await?;
+    let read = read_group(store, tx, batch).await?;
+    let mut remaining = read.balances.clone();
 
-    // The decisions, in the order of the sequential path: the login (an unknown one is
+    // The decisions, in the order of the one-request path: the login (an unknown one is
     // refused as insufficient quota when the balance could not have paid), then the key, then
     // the balance.
     let mut steps = Vec::with_capacity(batch.len());
     let mut charges = Vec::new();
-    for (index, (pending, found)) in batch.iter().zip(found).enumerate() {
+    for (index, (pending, keyed)) in batch.iter().zip(&keyed).enumerate() {
         let row = (pending.account.account_id, pending.plan.id);
         let balance = remaining.get(&row).copied().unwrap_or(0);
-        let Some(&user_id) = users.get(pending.request.login.as_str()) else {
+        let Some(&user_id) = read.users.get(pending.request.login.as_str()) else {
             steps.push(Some(Step::Refused(if balance < 1 {
                 Error::InsufficientQuota
             } else {
@@ -344,7 +357,10 @@ async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step
             })));
             continue;
         };
-        match found {
+        let stored = read
+            .outcomes
+            .get(&(keyed.account_id, keyed.key.as_str().to_owned()));
+        match idempotency::check(locked_keys[index], stored, keyed.fingerprint) {
             Found::Refused(err) => steps.push(Some(Step::Refused(err))),
             Found::Replay(body) => steps.push(Some(Step::Replay(body))),
             Found::Fresh if balance < 1 => {
@@ -375,7 +391,19 @@ async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step
         }
     }
     if !charges.is_empty() {
-        write_charges(store, tx, batch, &locked, &remaining, &charges, &fingerprints, now).await?;
+        if store.fault(FaultPoint::LicenseWrite) {
+            return Err(Error::Internal(
+                "fault injection: license write failed".to_owned(),
+            ));
+        }
+        let writes = Writes::new(batch, &read, &remaining, &charges, &keyed)?;
+        match store.backend() {
+            Backend::Postgres => writes.run_postgres(tx, batch, &charges, now).await?,
+            Backend::Sqlite => writes.run_sqlite(store, tx, batch, &charges, now).await?,
+        }
+        if !writes.events.is_empty() {
+            store.wake_webhook_worker();
+        }
     }
     for charge in charges {
         steps[charge.index] = Some(Step::Fresh(charge.license));
@@ -386,136 +414,316 @@ async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step
         .collect()
 }
 
-/// The writes of the charged licenses, in a constant number of statements.
-#[allow(clippy::too_many_arguments)]
-async fn write_charges(
-    store: &Store,
-    tx: &mut Tx,
-    batch: &[Pending],
-    locked: &HashMap<(i64, i64), i64>,
-    remaining: &HashMap<(i64, i64), i64>,
-    charges: &[Charge],
-    fingerprints: &[Fingerprint],
-    now: i64,
-) -> Result<()> {
-    let accounts: Vec<i64> = charges
+/// Reads, in one statement, everything the group's decisions need: the logins' user ids, the
+/// keys' stored outcomes, the balances (locked, in (account, plan) order, on PostgreSQL; the
+/// write lock covers them on SQLite), the accounts' enabled endpoints and low-balance
+/// thresholds. On PostgreSQL it follows the statement that took the keys' advisory locks, so
+/// its snapshot sees every outcome committed under them.
+async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<GroupRead> {
+    let logins: BTreeSet<&str> = batch.iter().map(|p| p.request.login.as_str()).collect();
+    let keys: Vec<(i64, &str)> = batch
         .iter()
-        .map(|c| batch[c.index].account.account_id)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
+        .map(|p| (p.account.account_id, p.request.idempotency_key.as_str()))
         .collect();
-    let subscribers = Subscribers::load_many(store, tx, &accounts).await?;
-    let alerted: Vec<(i64, i64)> = charges
+    let rows: BTreeSet<(i64, i64)> = batch
         .iter()
-        .map(|c| (batch[c.index].account.account_id, batch[c.index].plan.id))
-        .filter(|(account_id, _)| {
-            subscribers
-                .get(account_id)
-                .is_some_and(|s| s.wants("balance.low"))
-        })
-        .collect::<BTreeSet<_>>()
-        .into_iter()
+        .map(|p| (p.account.account_id, p.plan.id))
         .collect();
-    let thresholds = events::low_balance_thresholds(store, tx, &alerted).await?;
-    if store.fault(FaultPoint::LicenseWrite) {
-        return Err(Error::Internal(
-            "fault injection: license write failed".to_owned(),
-        ));
-    }
-
-    let mut balances: Vec<(i64, i64, i64, i64)> = remaining
-        .iter()
-        .filter_map(|(&(account_id, plan_id), &after)| {
-            let before = locked.get(&(account_id, plan_id)).copied()?;
-            (after != before).then_some((account_id, plan_id, before, after))
-        })
-        .collect();
-    balances.sort_unstable();
-    let debits: Vec<GroupDebit<'_>> = charges
-        .iter()
-        .map(|c| GroupDebit {
-            account_id: batch[c.index].account.account_id,
-            plan_id: batch[c.index].plan.id,
-            units: 1,
-            balance_after: c.license.remaining_balance,
-            actor: &c.actor,
-            reference: &c.license.license_id,
-        })
-        .collect();
-    quota::debit_many(store, tx, &balances, &debits, EntryKind::License, now).await?;
-
-    insert_licenses(store, tx, batch, charges, now).await?;
-
-    let mut recorded = Vec::new();
-    for charge in charges {
-        let pending = &batch[charge.index];
-        let account_id = pending.account.account_id;
-        let Some(subscribers) = subscribers.get(&account_id) else {
-            continue;
-        };
-        let license = &charge.license;
-        let threshold = thresholds
-            .get(&(account_id, pending.plan.id))
-            .copied()
-            .unwrap_or(0);
-        if subscribers.wants("balance.low")
-            && events::crosses_low_balance(threshold, 1, license.remaining_balance)
-        {
-            let data = EventData::BalanceLow {
-                product_slug: license.plan_slug.clone(),
-                remaining_balance: license.remaining_balance,
-                threshold,
-            };
-            let endpoints = subscribers.endpoints_for(&data);
-            recorded.push((subscribers.account_id(), data, endpoints));
-        }
-        let data = EventData::LicenseIssued {
-            license_id: license.license_id.clone(),
-            product_slug: license.plan_slug.clone(),
-            login: license.login.clone(),
-            remaining_balance: license.remaining_balance,
-        };
-        let endpoints = subscribers.endpoints_for(&data);
-        recorded.push((subscribers.account_id(), data, endpoints));
-    }
-    events::insert_events(store, tx, &recorded).await?;
-
-    let outcomes: Vec<(KeyedRequest<'_>, &License)> = charges
-        .iter()
-        .map(|c| {
-            let pending = &batch[c.index];
-            (
-                KeyedRequest {
-                    account_id: pending.account.account_id,
-                    key: &pending.request.idempotency_key,
-                    fingerprint: &fingerprints[c.index],
-                },
-                &c.license,
-            )
-        })
-        .collect();
-    idempotency::record_many(store, tx, &outcomes, now).await
-}
-
-/// The user ids of the group's logins, in one read; unregistered logins are absent.
-async fn find_users(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<HashMap<String, i64>> {
-    let logins: Vec<&str> = batch
-        .iter()
-        .map(|p| p.request.login.as_str())
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    let accounts: BTreeSet<i64> = batch.iter().map(|p| p.account.account_id).collect();
     let sql = match store.backend() {
-        Backend::Sqlite => "SELECT login, id FROM users WHERE login IN (SELECT value FROM json_each($1))",
+        Backend::Sqlite => {
+            "SELECT 'u' AS kind, id AS a, NULL AS b, NULL AS c, login AS s, NULL AS t, NULL AS v, \
+             NULL AS w FROM users WHERE login IN (SELECT value FROM json_each($1)) \
+             UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
+             r.fingerprint, r.response_body FROM json_each($2) AS j \
+             JOIN idempotency_records r ON r.account_id = json_extract(j.value, '$[0]') \
+             AND r.idempotency_key = json_extract(j.value, '$[1]') \
+             UNION ALL SELECT 'b', b.account_id, b.plan_id, b.remaining, NULL, NULL, NULL, NULL \
+             FROM json_each($3) AS j JOIN balances b ON b.account_id = json_extract(j.value, '$[0]') \
+             AND b.plan_id = json_extract(j.value, '$[1]') \
+             UNION ALL SELECT 'e', account_id, id, NULL, event_types, NULL, NULL, NULL FROM webhook_endpoints \
+             WHERE account_id IN (SELECT value FROM json_each($4)) AND status = 'enabled' \
+             UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
+             FROM json_each($3) AS j JOIN balance_alerts a ON a.account_id = json_extract(j.value, '$[0]') \
+             AND a.plan_id = json_extract(j.value, '$[1]')"
+        }
         Backend::Postgres => {
-            "SELECT login, id FROM users WHERE login IN (SELECT json_array_elements_text($1::json))"
+            "WITH locked AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
+             WHERE (b.account_id, b.plan_id) IN \
+             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($3::json) AS j) \
+             ORDER BY b.account_id, b.plan_id FOR UPDATE) \
+             SELECT 'u' AS kind, id AS a, NULL::bigint AS b, NULL::bigint AS c, login AS s, \
+             NULL::text AS t, NULL::text AS v, NULL::text AS w \
+             FROM users WHERE login IN (SELECT json_array_elements_text($1::json)) \
+             UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
+             r.fingerprint, r.response_body FROM json_array_elements($2::json) AS j \
+             JOIN idempotency_records r ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1 \
+             UNION ALL SELECT 'b', account_id, plan_id, remaining, NULL, NULL, NULL, NULL FROM locked \
+             UNION ALL SELECT 'e', account_id, id, NULL, event_types, NULL, NULL, NULL FROM webhook_endpoints \
+             WHERE account_id IN (SELECT (json_array_elements_text($4::json))::bigint) \
+             AND status = 'enabled' \
+             UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
+             FROM balance_alerts a WHERE (a.account_id, a.plan_id) IN \
+             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($3::json) AS j)"
         }
     };
-    let rows: Vec<(String, i64)> = sqlx::query_as(sql)
+    type Row = (
+        String,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let found: Vec<Row> = sqlx::query_as(sql)
         .bind(to_json(&logins)?)
+        .bind(to_json(&keys)?)
+        .bind(to_json(&rows)?)
+        .bind(to_json(&accounts)?)
         .fetch_all(&mut **tx)
         .await?;
-    Ok(rows.into_iter().collect())
+    let missing = || Error::Internal("a group read row is incomplete".to_owned());
+    let mut read = GroupRead::default();
+    for (kind, a, b, c, s, t, v, w) in found {
+        match kind.as_str() {
+            "u" => {
+                read.users.insert(s.ok_or_else(missing)?, a);
+            }
+            "i" => {
+                read.outcomes.insert(
+                    (a, s.ok_or_else(missing)?),
+                    (
+                        t.ok_or_else(missing)?,
+                        v.ok_or_else(missing)?,
+                        w.ok_or_else(missing)?,
+                    ),
+                );
+            }
+            "b" => {
+                read.balances
+                    .insert((a, b.ok_or_else(missing)?), c.ok_or_else(missing)?);
+            }
+            "e" => read
+                .endpoints
+                .push((a, b.ok_or_else(missing)?, s.ok_or_else(missing)?)),
+            "t" => {
+                read.thresholds
+                    .insert((a, b.ok_or_else(missing)?), c.ok_or_else(missing)?);
+            }
+            _ => return Err(Error::Internal("a group read row of no kind".to_owned())),
+        }
+    }
+    Ok(read)
+}
+
+/// The rows a group writes, built once; one statement on PostgreSQL, one per table on SQLite.
+struct Writes<'a> {
+    /// (account, plan, before, after) of every debited balance.
+    balances: Vec<(i64, i64, i64, i64)>,
+    debits: Vec<GroupDebit<'a>>,
+    /// (account, key, operation, fingerprint, response body).
+    records: Vec<(i64, &'a str, &'static str, &'a str, String)>,
+    /// (account, event, endpoints), in the order the one-request path records them.
+    events: Vec<(i64, EventData, Vec<i64>)>,
+}
+
+impl<'a> Writes<'a> {
+    fn new(
+        batch: &[Pending],
+        read: &GroupRead,
+        remaining: &HashMap<(i64, i64), i64>,
+        charges: &'a [Charge],
+        keyed: &[KeyedRequest<'a>],
+    ) -> Result<Self> {
+        let mut balances: Vec<(i64, i64, i64, i64)> = remaining
+            .iter()
+            .filter_map(|(&(account_id, plan_id), &after)| {
+                let before = read.balances.get(&(account_id, plan_id)).copied()?;
+                (after != before).then_some((account_id, plan_id, before, after))
+            })
+            .collect();
+        balances.sort_unstable();
+        let debits = charges
+            .iter()
+            .map(|c| GroupDebit {
+                account_id: batch[c.index].account.account_id,
+                plan_id: batch[c.index].plan.id,
+                units: 1,
+                balance_after: c.license.remaining_balance,
+                actor: &c.actor,
+                reference: &c.license.license_id,
+            })
+            .collect();
+        let records = charges
+            .iter()
+            .map(|c| idempotency::record_row(&keyed[c.index], &c.license))
+            .collect::<Result<Vec<_>>>()?;
+        let subscribers = Subscribers::from_rows(
+            charges.iter().map(|c| batch[c.index].account.account_id),
+            read.endpoints.iter().cloned(),
+        );
+        let mut events = Vec::new();
+        for charge in charges {
+            let pending = &batch[charge.index];
+            let account_id = pending.account.account_id;
+            let Some(subscribers) = subscribers.get(&account_id) else {
+                continue;
+            };
+            let license = &charge.license;
+            // `Subscribers::after_debit`, then the license's own event.
+            if subscribers.wants("balance.low") {
+                let threshold = read
+                    .thresholds
+                    .get(&(account_id, pending.plan.id))
+                    .copied()
+                    .unwrap_or(0);
+                if events::crosses_low_balance(threshold, 1, license.remaining_balance) {
+                    let data = EventData::BalanceLow {
+                        product_slug: license.plan_slug.clone(),
+                        remaining_balance: license.remaining_balance,
+                        threshold,
+                    };
+                    let endpoints = subscribers.endpoints_for(&data);
+                    events.push((account_id, data, endpoints));
+                }
+            }
+            let data = EventData::LicenseIssued {
+                license_id: license.license_id.clone(),
+                product_slug: license.plan_slug.clone(),
+                login: license.login.clone(),
+                remaining_balance: license.remaining_balance,
+            };
+            let endpoints = subscribers.endpoints_for(&data);
+            events.push((account_id, data, endpoints));
+        }
+        events.retain(|(_, _, endpoints)| !endpoints.is_empty());
+        Ok(Self {
+            balances,
+            debits,
+            records,
+            events,
+        })
+    }
+
+    /// SQLite: a statement per table (its statements cost no network round trip).
+    async fn run_sqlite(
+        &self,
+        store: &Store,
+        tx: &mut Tx,
+        batch: &[Pending],
+        charges: &[Charge],
+        now: i64,
+    ) -> Result<()> {
+        quota::debit_many(
+            store,
+            tx,
+            &self.balances,
+            &self.debits,
+            EntryKind::License,
+            now,
+        )
+        .await?;
+        insert_licenses(store, tx, batch, charges, now).await?;
+        events::insert_events(store, tx, &self.events).await?;
+        idempotency::record_many(store, tx, &self.records, now).await
+    }
+
+    /// PostgreSQL: every write in one statement of data-modifying CTEs, one round trip. The
+    /// outbox messages reference the events inserted beside them by event id.
+    async fn run_postgres(
+        &self,
+        tx: &mut Tx,
+        batch: &[Pending],
+        charges: &[Charge],
+        now: i64,
+    ) -> Result<()> {
+        let entries: Vec<(i64, i64, i64, i64, &str, &str)> = self
+            .debits
+            .iter()
+            .map(|d| {
+                (
+                    d.account_id,
+                    d.plan_id,
+                    -d.units,
+                    d.balance_after,
+                    d.actor,
+                    d.reference,
+                )
+            })
+            .collect();
+        let events = self
+            .events
+            .iter()
+            .map(|(account_id, data, endpoints)| {
+                let (event_id, account_id, event_type, body) =
+                    events::event_row(*account_id, data, now)?;
+                Ok((event_id, account_id, event_type, body, endpoints))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let counts: (i64, i64, i64, i64, i64) = sqlx::query_as(
+            "WITH upd AS (UPDATE balances AS b SET remaining = (j->>3)::bigint \
+             FROM json_array_elements($1::json) AS j \
+             WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+             AND b.remaining = (j->>2)::bigint RETURNING 1), \
+             led AS (INSERT INTO ledger_entries \
+             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+             SELECT (j->>0)::bigint, (j->>1)::bigint, 'license', (j->>2)::bigint, (j->>3)::bigint, \
+             j->>4, NULL, j->>5, $6 FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
+             ORDER BY t.n RETURNING 1), \
+             lic AS (INSERT INTO licenses \
+             (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+             SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $6, \
+             (j->>4)::bigint FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) \
+             ORDER BY t.n RETURNING 1), \
+             rec AS (INSERT INTO idempotency_records \
+             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+             SELECT (j->>0)::bigint, j->>1, j->>2, j->>3, 200, j->>4, $6 \
+             FROM json_array_elements($4::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
+             ev AS (INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+             SELECT j->>0, (j->>1)::bigint, j->>2, j->>3, $6 \
+             FROM json_array_elements($5::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
+             RETURNING id, event_id), \
+             msg AS (INSERT INTO webhook_messages \
+             (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
+             SELECT ev.id, e.endpoint::bigint, 'pending', 0, $6 \
+             FROM json_array_elements($5::json) AS j JOIN ev ON ev.event_id = j->>0 \
+             CROSS JOIN LATERAL json_array_elements_text(j->4) WITH ORDINALITY AS e(endpoint, n) \
+             ORDER BY ev.id, e.n RETURNING 1) \
+             SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM led), \
+             (SELECT count(*) FROM lic), (SELECT count(*) FROM rec), (SELECT count(*) FROM msg)",
+        )
+        .bind(to_json(&self.balances)?)
+        .bind(to_json(&entries)?)
+        .bind(to_json(&license_rows(batch, charges))?)
+        .bind(to_json(&self.records)?)
+        .bind(to_json(&events)?)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await?;
+        let messages: usize = self.events.iter().map(|(_, _, e)| e.len()).sum();
+        let expected = (
+            self.balances.len(),
+            self.debits.len(),
+            charges.len(),
+            self.records.len(),
+            messages,
+        );
+        let counted = (
+            usize::try_from(counts.0).unwrap_or(usize::MAX),
+            usize::try_from(counts.1).unwrap_or(usize::MAX),
+            usize::try_from(counts.2).unwrap_or(usize::MAX),
+            usize::try_from(counts.3).unwrap_or(usize::MAX),
+            usize::try_from(counts.4).unwrap_or(usize::MAX),
+        );
+        if counted != expected {
+            return Err(Error::Internal(format!(
+                "the group's writes wrote {counted:?} rows, not {expected:?}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Every charged license, in one statement.
@@ -526,19 +734,7 @@ async fn insert_licenses(
     charges: &[Charge],
     now: i64,
 ) -> Result<()> {
-    let rows: Vec<(&str, i64, i64, i64, Option<i64>)> = charges
-        .iter()
-        .map(|c| {
-            let pending = &batch[c.index];
-            (
-                c.license.license_id.as_str(),
-                c.user_id,
-                pending.plan.id,
-                pending.account.account_id,
-                c.license.expires_utc,
-            )
-        })
-        .collect();
+    let rows = license_rows(batch, charges);
     let sql = match store.backend() {
         Backend::Sqlite => {
             "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
@@ -558,6 +754,26 @@ async fn insert_licenses(
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+/// The licenses' rows: id, user, plan, account, expiry.
+fn license_rows<'a>(
+    batch: &[Pending],
+    charges: &'a [Charge],
+) -> Vec<(&'a str, i64, i64, i64, Option<i64>)> {
+    charges
+        .iter()
+        .map(|c| {
+            let pending = &batch[c.index];
+            (
+                c.license.license_id.as_str(),
+                c.user_id,
+                pending.plan.id,
+                pending.account.account_id,
+                c.license.expires_utc,
+            )
+        })
+        .collect()
 }
 
 fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
