@@ -288,7 +288,6 @@ impl Subscribers {
             .collect()
     }
 }
-}
 
 /// Whether a debit of `units` that left `remaining` crossed `threshold` downwards: the rule of
 /// [`Subscribers::after_debit`].
