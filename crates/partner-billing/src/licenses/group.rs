@@ -55,8 +55,17 @@ use super::{IssueLicense, SECONDS_PER_DAY, fingerprint};
 const MAX_GROUP: usize = 64;
 
 /// Commit lanes on PostgreSQL: groups that commit in parallel, each account always in the
-/// same one. SQLite has one: its writers take one lock anyway.
-const POSTGRES_LANES: i64 = 4;
+/// same one; one per two CPUs, at most eight. Fewer lanes make bigger groups (fewer
+/// statements and commits per license), more lanes overlap their round trips: on two CPUs
+/// one lane measured best at 8 and 64 clients (docs/performance.md). SQLite has one lane: its
+/// writers take one lock anyway.
+fn postgres_lanes() -> i64 {
+    static LANES: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *LANES.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        i64::try_from(cpus / 2).unwrap_or(1).clamp(1, 8)
+    })
+}
 
 /// Plans remembered by slug (plans are only ever added, never changed): at most this many.
 const PLAN_CACHE: usize = 1024;
@@ -143,7 +152,7 @@ pub(crate) async fn issue(
     // Unknown plans are refused here, outside any transaction; logins are read by the group.
     let plan = store.license_groups().plan(store, &request).await?;
     let lane = match store.backend() {
-        Backend::Postgres => account.account_id.rem_euclid(POSTGRES_LANES),
+        Backend::Postgres => account.account_id.rem_euclid(postgres_lanes()),
         Backend::Sqlite => 0,
     };
     let (reply, answer) = oneshot::channel();
