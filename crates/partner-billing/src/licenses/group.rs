@@ -29,10 +29,9 @@
 //!
 //! With no concurrency a group holds one request. On SQLite there is one lane, since every
 //! write takes the one write lock anyway; on PostgreSQL a few lanes, an account always in the
-//! same one, so spread traffic shares commits while lanes commit in parallel, and a lane's
-//! next group starts as soon as the previous one's statements have run, overlapping its
-//! COMMIT. Balance rows are locked in one order in every transaction of every process, so
-//! lanes and replicas never deadlock on each other's rows.
+//! same one, so spread traffic shares commits while lanes commit in parallel. Balance rows
+//! are locked in one order in every transaction of every process, so lanes and replicas never
+//! deadlock on each other's rows.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -188,56 +187,26 @@ pub(crate) async fn issue(
 }
 
 /// Takes the lane out of the map when its committer ends, however it ends: a panic drops
-/// the waiting requests' reply channels, so they answer 500 instead of waiting forever. A
-/// committer that has handed its lane on leaves it to its successor.
+/// the waiting requests' reply channels, so they answer 500 instead of waiting forever.
 struct GroupGuard {
     store: Store,
     lane: i64,
-    handed_off: bool,
-}
-
-impl GroupGuard {
-    /// PostgreSQL: once a group's statements have run, its COMMIT (a WAL flush) need not hold
-    /// the lane: the requests queued meanwhile start their own transaction at once, which
-    /// overlaps that flush (on a hot account it waits for the balance row, which the COMMIT
-    /// releases). At most one transaction per lane is ever before its COMMIT, and those that
-    /// are committing wait on no lock, so lanes still never deadlock. Not on SQLite, whose next
-    /// `BEGIN IMMEDIATE` would poll the write lock in its busy handler.
-    fn hand_off(&mut self) {
-        if self.handed_off {
-            return;
-        }
-        self.handed_off = true;
-        let mut queues = self.store.license_groups().lock();
-        match queues.get(&self.lane) {
-            Some(queue) if queue.is_empty() => {
-                queues.remove(&self.lane);
-            }
-            Some(_) => {
-                tokio::spawn(run_group(self.store.clone(), self.lane));
-            }
-            None => {}
-        }
-    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if std::thread::panicking() && !self.handed_off {
+        if std::thread::panicking() {
             self.store.license_groups().lock().remove(&self.lane);
         }
     }
 }
 
-/// Runs the lane's transactions until its queue is empty (SQLite), or its next transaction
-/// until it hands the lane on (PostgreSQL).
+/// Runs the lane's transactions until its queue is empty.
 async fn run_group(store: Store, lane: i64) {
-    let mut guard = GroupGuard {
+    let _guard = GroupGuard {
         store: store.clone(),
         lane,
-        handed_off: false,
     };
-    let pipelined = store.backend() == Backend::Postgres;
     loop {
         let batch = {
             let mut queues = store.license_groups().lock();
@@ -255,14 +224,11 @@ async fn run_group(store: Store, lane: i64) {
             queue.drain(..take).collect::<Vec<_>>()
         };
         let size = batch.len();
-        run_transaction(&store, batch, pipelined.then_some(&mut guard)).await;
+        run_transaction(&store, batch).await;
         store
             .license_groups()
             .running
             .fetch_sub(size, Ordering::SeqCst);
-        if pipelined {
-            return;
-        }
     }
 }
 
@@ -283,31 +249,20 @@ fn shared_failure(err: &Error) -> Error {
     }
 }
 
-async fn run_transaction(
-    store: &Store,
-    mut batch: Vec<Pending>,
-    mut lane: Option<&mut GroupGuard>,
-) {
+async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
     // Concurrent requests have no order of their own to keep; the sort is stable, so one
     // balance's requests keep their arrival order.
     batch.sort_by_key(|p| (p.account.account_id, p.plan.id));
     let mut tx = match store.begin_write().await {
         Ok(tx) => tx,
         Err(err) => {
-            if let Some(lane) = lane.as_deref_mut() {
-                lane.hand_off();
-            }
             for pending in batch {
                 let _ = pending.reply.send(Err(shared_failure(&err)));
             }
             return;
         }
     };
-    let steps = steps(store, &mut tx, &batch).await;
-    if let Some(lane) = lane.as_deref_mut() {
-        lane.hand_off();
-    }
-    let steps = match steps {
+    let steps = match steps(store, &mut tx, &batch).await {
         Ok(steps) => steps,
         Err(err) => {
             let _ = tx.rollback().await;
