@@ -5,9 +5,11 @@
 //! subscribed to its type, and nothing at all when none is. The server's worker delivers them
 //! (`partner_billing::webhooks::outbox`).
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
-use crate::db::Tx;
+use crate::db::{Backend, Tx};
 use crate::domain::{PlanId, random_base62};
 use crate::error::Result;
 use crate::store::Store;
@@ -240,6 +242,147 @@ impl Subscribers {
         }
         Ok(())
     }
+}
+
+impl Subscribers {
+    /// The subscribers of each of `account_ids` from rows of their enabled endpoints
+    /// (account, endpoint row, event types), as a group transaction reads them for several
+    /// accounts at once ([`load`] reads one). Every account asked for has an entry.
+    ///
+    /// [`load`]: Subscribers::load
+    pub(crate) fn from_rows(
+        account_ids: impl IntoIterator<Item = i64>,
+        rows: impl IntoIterator<Item = (i64, i64, String)>,
+    ) -> HashMap<i64, Self> {
+        let mut all: HashMap<i64, Self> = account_ids
+            .into_iter()
+            .map(|account_id| {
+                (
+                    account_id,
+                    Self {
+                        account_id,
+                        endpoints: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        for (account_id, id, types) in rows {
+            if let Some(subscribers) = all.get_mut(&account_id) {
+                subscribers
+                    .endpoints
+                    .push((id, types.split(',').map(str::to_owned).collect()));
+            }
+        }
+        for subscribers in all.values_mut() {
+            subscribers.endpoints.sort_by_key(|(id, _)| *id);
+        }
+        all
+    }
+
+    /// The endpoints subscribed to `data`'s type, for [`insert_events`].
+    pub(crate) fn endpoints_for(&self, data: &EventData) -> Vec<i64> {
+        let event_type = data.event_type();
+        self.endpoints
+            .iter()
+            .filter(|(_, types)| types.iter().any(|t| t == event_type))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+/// Whether a debit of `units` that left `remaining` crossed `threshold` downwards: the rule of
+/// [`Subscribers::after_debit`].
+pub(crate) fn crosses_low_balance(threshold: i64, units: i64, remaining: i64) -> bool {
+    threshold > 0 && remaining + units >= threshold && remaining < threshold
+}
+
+/// An event as [`insert_event`] writes it: its id, account, type and body, created `now`.
+pub(crate) fn event_row(
+    account_id: i64,
+    data: &EventData,
+    now: i64,
+) -> Result<(String, i64, String, String)> {
+    let event = WebhookEvent {
+        event_id: format!("evt_{}", random_base62(24)),
+        event_type: data.event_type().to_owned(),
+        created_utc: now,
+        data: data.data(),
+    };
+    let body = serde_json::to_string(&event)
+        .map_err(|e| crate::Error::Internal(format!("event body: {e}")))?;
+    Ok((event.event_id, account_id, event.event_type, body))
+}
+
+/// The set-oriented [`insert_event`] of a group transaction: every event in one statement and
+/// every outbox message in another, in the order given, due now. Events without an endpoint
+/// are skipped, as [`insert_event`] skips them.
+pub(crate) async fn insert_events(
+    store: &Store,
+    tx: &mut Tx,
+    events: &[(i64, EventData, Vec<i64>)],
+) -> Result<()> {
+    let events: Vec<&(i64, EventData, Vec<i64>)> = events
+        .iter()
+        .filter(|(_, _, endpoints)| !endpoints.is_empty())
+        .collect();
+    if events.is_empty() {
+        return Ok(());
+    }
+    let now = store.now_utc();
+    let rows = events
+        .iter()
+        .map(|(account_id, data, _)| event_row(*account_id, data, now))
+        .collect::<Result<Vec<_>>>()?;
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+             json_extract(value, '$[2]'), json_extract(value, '$[3]'), $2 \
+             FROM json_each($1) ORDER BY key RETURNING id, event_id"
+        }
+        Backend::Postgres => {
+            "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+             SELECT j->>0, (j->>1)::bigint, j->>2, j->>3, $2 \
+             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
+             RETURNING id, event_id"
+        }
+    };
+    let inserted: Vec<(i64, String)> = sqlx::query_as(sql)
+        .bind(to_json(&rows)?)
+        .bind(now)
+        .fetch_all(&mut **tx)
+        .await?;
+    let row_ids: HashMap<String, i64> = inserted.into_iter().map(|(id, e)| (e, id)).collect();
+    let mut messages = Vec::new();
+    for ((event_id, ..), (_, _, endpoints)) in rows.iter().zip(&events) {
+        let event_row = *row_ids
+            .get(event_id)
+            .ok_or_else(|| crate::Error::Internal("an event row went missing".to_owned()))?;
+        messages.extend(endpoints.iter().map(|endpoint| (event_row, *endpoint)));
+    }
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), 'pending', 0, $2 \
+             FROM json_each($1) ORDER BY key"
+        }
+        Backend::Postgres => {
+            "INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
+             SELECT (j->>0)::bigint, (j->>1)::bigint, 'pending', 0, $2 \
+             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
+        }
+    };
+    sqlx::query(sql)
+        .bind(to_json(&messages)?)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    store.wake_webhook_worker();
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| crate::Error::Internal(format!("parameters: {e}")))
 }
 
 /// Records `data` in `tx` for every enabled endpoint of the account subscribed to its type.

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::db::Tx;
+use crate::db::{Backend, Tx};
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
@@ -207,6 +207,100 @@ async fn append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> Result<()> {
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// One debit of a group transaction, in the order its ledger entries are written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupDebit<'a> {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub units: i64,
+    /// The balance after this debit (and every earlier one of its row).
+    pub balance_after: i64,
+    pub actor: &'a str,
+    pub reference: &'a str,
+}
+
+/// The set-oriented [`debit`] of a group transaction, for balances it read and locked: one
+/// statement sets every debited balance to what its debits leave (each row only if it still
+/// holds what was read), one statement appends every ledger entry. `balances` holds (account,
+/// plan, before, after); the caller has checked that each debit is covered.
+pub(crate) async fn debit_many(
+    store: &Store,
+    tx: &mut Tx,
+    balances: &[(i64, i64, i64, i64)],
+    debits: &[GroupDebit<'_>],
+    kind: EntryKind,
+    now_utc: i64,
+) -> Result<()> {
+    if debits.is_empty() {
+        return Ok(());
+    }
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "UPDATE balances SET remaining = j.new_remaining FROM \
+             (SELECT json_extract(value, '$[0]') AS account_id, json_extract(value, '$[1]') AS plan_id, \
+             json_extract(value, '$[2]') AS old_remaining, json_extract(value, '$[3]') AS new_remaining \
+             FROM json_each($1)) AS j \
+             WHERE balances.account_id = j.account_id AND balances.plan_id = j.plan_id \
+             AND balances.remaining = j.old_remaining"
+        }
+        Backend::Postgres => {
+            "UPDATE balances AS b SET remaining = (j->>3)::bigint \
+             FROM json_array_elements($1::json) AS j \
+             WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+             AND b.remaining = (j->>2)::bigint"
+        }
+    };
+    let updated = sqlx::query(sql)
+        .bind(to_json(balances)?)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    if usize::try_from(updated).ok() != Some(balances.len()) {
+        return Err(Error::Internal(
+            "a locked balance changed under its group transaction".to_owned(),
+        ));
+    }
+    let entries: Vec<(i64, i64, i64, i64, &str, &str)> = debits
+        .iter()
+        .map(|d| {
+            (
+                d.account_id,
+                d.plan_id,
+                -d.units,
+                d.balance_after,
+                d.actor,
+                d.reference,
+            )
+        })
+        .collect();
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO ledger_entries \
+             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), $2, \
+             json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
+             NULL, json_extract(value, '$[5]'), $3 FROM json_each($1) ORDER BY key"
+        }
+        Backend::Postgres => {
+            "INSERT INTO ledger_entries \
+             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+             SELECT (j->>0)::bigint, (j->>1)::bigint, $2, (j->>2)::bigint, (j->>3)::bigint, j->>4, \
+             NULL, j->>5, $3 FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
+        }
+    };
+    sqlx::query(sql)
+        .bind(to_json(&entries)?)
+        .bind(kind.as_str())
+        .bind(now_utc)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
 }
 
 /// Every plan ever credited to the account, zero included, sorted by slug.

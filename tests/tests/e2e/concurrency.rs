@@ -4,12 +4,13 @@
 use std::time::{Duration, Instant};
 
 use partner_billing::store::{Backend, FaultPoint};
-use partner_billing_tests::{Db, TestApp, both_databases};
+use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 both_databases!(
     a_group_of_waiting_licenses_answers_each_request,
+    a_group_across_accounts_charges_each_balance_in_arrival_order,
     a_failure_inside_a_group_fails_every_request_of_it,
     sustained_concurrent_writers_never_fail,
     sustained_concurrent_writers_never_fail_without_group_commit,
@@ -328,6 +329,102 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
     assert_eq!(ids.len(), 8);
     assert_eq!(app.balance(&r, "pro").await, Some(2), "10 - 2 earlier - 6");
     assert_eq!(app.balance(&r, "small").await, Some(0));
+    app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+/// Requests of two accounts wait behind a held lock and then share group transactions (one
+/// commit lane on SQLite; on PostgreSQL when both accounts' lanes are the same): each balance
+/// is charged in arrival order until it runs out, the rest answer 402, and the ledger shows one
+/// entry per license with the balance stepping down by one.
+async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let (r1, r2) = (app.reseller().await, app.reseller().await);
+    app.plan("pro").await;
+    app.user("carol").await;
+    app.credit(&r1, "pro", 3).await;
+    app.credit(&r2, "pro", 5).await;
+    for r in [&r1, &r2] {
+        // Use each key once first: its lastUsedUtc write would otherwise wait on the held lock.
+        let used = app
+            .partner(Method::GET, "/v1/billing/partner/balances", r)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(used.status(), 200);
+    }
+    let mut blocker = app.store.begin_write().await.unwrap();
+    if app.store.backend() == Backend::Postgres {
+        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
+            .fetch_all(&mut *blocker)
+            .await
+            .unwrap();
+    }
+    let requests: Vec<(&Reseller, String)> = (0..5)
+        .map(|i| (&r1, format!("across-1-{i}")))
+        .chain((0..2).map(|i| (&r2, format!("across-2-{i}"))))
+        .collect();
+    let answers: Vec<_> = requests
+        .iter()
+        .map(|(r, key)| {
+            let body = json!({"planSlug": "pro", "login": "carol", "idempotencyKey": key});
+            let request = app.partner(Method::POST, LICENSES, r).json(&body);
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                (
+                    response.status().as_u16(),
+                    response.json::<Value>().await.unwrap(),
+                )
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (waiting, running, _) = app.store.license_group_stats();
+        if waiting + running == requests.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the requests queue for the group"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    blocker.rollback().await.unwrap();
+    let mut statuses = (Vec::new(), Vec::new());
+    for ((r, _), answer) in requests.iter().zip(answers) {
+        let (status, body) = answer.await.unwrap();
+        if status != 200 {
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (402, Some("Reseller.InsufficientQuota"))
+            );
+        }
+        if r.client_id == r1.client_id {
+            statuses.0.push(status);
+        } else {
+            statuses.1.push(status);
+        }
+    }
+    assert_eq!(statuses.0.iter().filter(|s| **s == 200).count(), 3);
+    assert_eq!(statuses.1, [200, 200]);
+    assert_eq!(app.balance(&r1, "pro").await, Some(0));
+    assert_eq!(app.balance(&r2, "pro").await, Some(3));
+    for (r, after) in [(&r1, vec![2, 1, 0]), (&r2, vec![4, 3])] {
+        let client_id = partner_billing::domain::ClientId::parse("clientId", &r.client_id).unwrap();
+        let ledger = partner_billing::quota::ledger(&app.store, &client_id, None)
+            .await
+            .unwrap();
+        let licenses: Vec<i64> = ledger
+            .iter()
+            .filter(|e| e.kind == "license")
+            .map(|e| {
+                assert_eq!(e.delta, -1);
+                e.balance_after
+            })
+            .collect();
+        assert_eq!(licenses, after, "one entry per license, in order");
+    }
     app.assert_audit_clean().await;
     app.stop().await;
 }

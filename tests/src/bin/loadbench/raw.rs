@@ -5,11 +5,12 @@
 //! the library; the comment above it names where. Keep them in step when the library's SQL
 //! changes.
 //!
-//! Not copied: the server's group commit of concurrent license requests (licenses/group.rs
-//! shares one transaction among requests that queue on the same lock, and looks the plan and
-//! login up before it). The baseline is the plain one-transaction-per-request path of
-//! licenses.rs, so a ratio above 1 is that optimisation at work
-//! (`--server-env PARTNER_BILLING_GROUP_COMMIT=false` measures the server without it).
+//! Not copied: the server's set-oriented group commit of concurrent license requests
+//! (licenses/group.rs: the requests queued in a commit lane share one transaction of a constant
+//! number of statements, whatever their count). The baseline is the plain
+//! one-transaction-per-request path of licenses.rs, the raw SQL of one request's transaction, so
+//! a ratio above 1 is that optimisation at work (`--server-env PARTNER_BILLING_GROUP_COMMIT=false`
+//! measures the server without it).
 //!
 //! The promo baseline is what the target compares with: the insert of a batch's 1000
 //! code rows alone, with the library's statement (promo.rs `insert_code_hashes`), 1000 random
