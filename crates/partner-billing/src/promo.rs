@@ -24,7 +24,7 @@ use crate::store::{Backend, FaultPoint, Store, Tx};
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.
-pub const MAX_CODES_PER_BATCH: i64 = 1000;
+pub const MAX_CODES_PER_BATCH: i64 = crate::limits::PROMO_BATCH_MAX_CODES;
 
 /// How long a batch's plaintext codes can be recovered by retrying with the same key.
 pub const RECOVERY_WINDOW_SECONDS: i64 = 72 * 60 * 60;

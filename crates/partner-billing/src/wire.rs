@@ -35,23 +35,16 @@ pub use webhooks::{
 )]
 pub struct IssueLicenseRequest {
     /// The product to grant: a `productSlug` from the balances response.
-    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]+$")))]
     pub plan_slug: String,
     /// Login of the end user who receives the subscription; must be registered.
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(
-            min_length = 1,
-            max_length = 254,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
-        ))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     pub login: String,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(min_length = 8, max_length = 128, pattern = r"^[!-~]{8,128}$"))
-    )]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[!-~]+$")))]
     pub idempotency_key: String,
 }
 
@@ -85,20 +78,13 @@ pub struct License {
 )]
 pub struct GeneratePromoBatchRequest {
     /// The product the codes unlock: a `productSlug` from the balances response.
-    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]+$")))]
     pub plan_slug: String,
     /// How many codes (1–1000); each costs one unit, charged now.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(minimum(value = "1"), maximum(value = "1000")))
-    )]
     pub count: i64,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying the same
     /// batch, to get the same codes back for 72 hours.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(min_length = 8, max_length = 128, pattern = r"^[!-~]{8,128}$"))
-    )]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[!-~]+$")))]
     pub idempotency_key: String,
 }
 
@@ -171,10 +157,8 @@ pub struct Balances {
 )]
 pub struct SessionRequest {
     /// The account's client id (`rsc_…`).
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 64)))]
     pub client_id: String,
     /// The panel password.
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 1024)))]
     pub password: String,
 }
 
@@ -197,10 +181,8 @@ impl std::fmt::Debug for SessionRequest {
 )]
 pub struct ChangePasswordRequest {
     /// The password in use now.
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 1024)))]
     pub current_password: String,
     /// The new password: 12-128 characters.
-    #[cfg_attr(feature = "openapi", oai(validator(min_length = 12, max_length = 128)))]
     pub new_password: String,
 }
 
@@ -246,7 +228,7 @@ pub struct CreateApiKeyRequest {
     /// A label to tell keys apart in the panel (at most 64 characters).
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(max_length = 64, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     #[serde(default)]
     pub name: Option<String>,
@@ -327,6 +309,15 @@ pub struct ResellerAccount {
     /// `good` or `suspended`.
     pub standing: String,
 }
+
+/// Every value of `ApiKeyInfo.status`.
+pub const API_KEY_STATUSES: [&str; 3] = ["active", "revoked", "expired"];
+/// Every value of `ResellerAccount.standing`.
+pub const ACCOUNT_STANDINGS: [&str; 2] = ["good", "suspended"];
+/// Every value of a license's `source`: issued by a reseller, or redeemed from a promo code.
+pub const LICENSE_SOURCES: [&str; 2] = ["direct", "promo"];
+/// Every value of a webhook endpoint's `status`.
+pub const WEBHOOK_ENDPOINT_STATUSES: [&str; 2] = ["enabled", "disabled"];
 
 /// An RFC 9457 problem: every error but the empty 401.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,6 +498,73 @@ impl ErrorCode {
             Self::RateLimited => "Too many attempts",
             Self::ServiceUnavailable => "Service unavailable",
             Self::InternalError => "Internal error",
+        }
+    }
+
+    /// What the code means for a caller, as the published document describes it.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::ValidationFailed => {
+                "A malformed body or parameter; `field` names it (its value is never echoed)."
+            }
+            Self::PayloadTooLarge => "The body is over 16 KiB.",
+            Self::RouteNotFound => "No such route.",
+            Self::MethodNotAllowed => "The path exists, not with this method (see `Allow`).",
+            Self::BrowserOriginForbidden => {
+                "The request carries a browser's marks (`Origin`, `Sec-Fetch-Site`) on a \
+                 server-to-server API, or is a cross-site request to the panel."
+            }
+            Self::PanelSessionRequired => {
+                "An API key was sent to a panel endpoint: keys cannot manage keys or the account."
+            }
+            Self::InsufficientQuota => {
+                "The balance of the plan is below the cost; the request was refused whole and \
+                 nothing was consumed."
+            }
+            Self::UnknownPlan => "No plan has this slug.",
+            Self::UnknownLogin => "No end user is registered with this login.",
+            Self::IdempotencyKeyReused => {
+                "The idempotency key was used for a different request; choose a new key."
+            }
+            Self::RequestInProgress => {
+                "A request with this idempotency key is still running; retry with the same key \
+                 after `Retry-After`."
+            }
+            Self::ApiKeyLimitReached => "Five API keys are already active; revoke one first.",
+            Self::ApiKeyNotFound => {
+                "No active API key of this account has this id (unknown, another account's, \
+                 revoked or expired)."
+            }
+            Self::WebhookEndpointNotFound => "No webhook endpoint of this account has this id.",
+            Self::WebhookEndpointLimitReached => {
+                "Five webhook endpoints already exist; delete one first."
+            }
+            Self::PromoCodesExpired => {
+                "The batch is past its 72-hour recovery window: its codes are gone for good; \
+                 `orderPublicId` and `batchId` name it; nothing was charged again."
+            }
+            Self::PromoGenerationFailed => {
+                "The codes could not be produced: nothing charged, nothing issued; retry with \
+                 the same idempotency key. A definite outcome, unlike other 5xx answers."
+            }
+            Self::CodeNotFound => "No promo code matches (unknown and malformed input alike).",
+            Self::CodeExpired => "The promo code is past its batch's validity.",
+            Self::CodeExhausted => "The promo code's redemptions are used up.",
+            Self::AlreadyRedeemed => "This login has redeemed this promo code before.",
+            Self::TooManyAttempts => {
+                "Too many failed redemptions for this login; retry after `Retry-After`."
+            }
+            Self::RateLimited => {
+                "Too many failed attempts (sign-ins for this client id or address, or unknown \
+                 logins for this account); nothing changed; retry after `Retry-After`."
+            }
+            Self::ServiceUnavailable => {
+                "The database is unreachable or the service is overloaded; the outcome is \
+                 unknown: retry (with the same idempotency key) after `Retry-After`."
+            }
+            Self::InternalError => {
+                "An unexpected error; the outcome is unknown: retry with the same idempotency key."
+            }
         }
     }
 
