@@ -38,13 +38,9 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// A problem with its code's status and title.
+    /// A problem with its code's status and title: each code has exactly one status
+    /// ([`ErrorCode::status`]), so the document's per-status lists hold.
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
-        Self::with_status(code, code.status(), detail)
-    }
-
-    /// A problem whose status differs from its code's usual one (413, 404 for routes).
-    pub fn with_status(code: ErrorCode, status: u16, detail: impl Into<String>) -> Self {
         let retry_after = match code {
             ErrorCode::RequestInProgress => Some(1),
             ErrorCode::ServiceUnavailable => Some(2),
@@ -54,7 +50,7 @@ impl ApiError {
             problem: Box::new(Problem {
                 problem_type: code.type_uri(),
                 title: code.title().to_owned(),
-                status,
+                status: code.status(),
                 detail: detail.into(),
                 code: code.as_str().to_owned(),
                 field: None,
@@ -202,7 +198,9 @@ impl From<InvalidField> for ApiError {
     }
 }
 
-/// The one 401 of the service: empty body, the same headers whatever the cause.
+/// The one 401 of the service: empty body, the same headers whatever the cause. The browser
+/// guard (`guard::guard`) sets the challenge of the route: this `Basic` one on the partner API,
+/// `Bearer` on the panel and product APIs.
 pub fn unauthorized_response() -> Response {
     Response::builder()
         .status(StatusCode::UNAUTHORIZED)
