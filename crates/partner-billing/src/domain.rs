@@ -268,6 +268,39 @@ impl fmt::Debug for Password {
     }
 }
 
+/// A row id of one kind, so that a plan's id cannot be passed where a user's is expected. Ids
+/// are the database's own (`BIGINT`/`INTEGER` primary keys); they never leave the server.
+macro_rules! row_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[cfg_attr(feature = "db", derive(sqlx::Type), sqlx(transparent))]
+        pub struct $name(i64);
+
+        impl $name {
+            /// The id as the database stores it.
+            pub fn get(self) -> i64 {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+row_id!(
+    /// The row id of a plan (`plans.id`).
+    PlanId
+);
+row_id!(
+    /// The row id of an end user's login (`users.id`).
+    UserId
+);
+
 /// An optional label for an API key: at most 64 characters, no control characters.
 pub fn parse_key_name(value: Option<&str>) -> Result<Option<String>, InvalidField> {
     match value {

@@ -7,9 +7,10 @@
 
 use serde_json::{Value, json};
 
-use crate::domain::random_base62;
+use crate::db::Tx;
+use crate::domain::{PlanId, random_base62};
 use crate::error::Result;
-use crate::store::{Store, Tx};
+use crate::store::Store;
 use crate::wire::WebhookEvent;
 
 /// What happened, with the `data` member of its event (DESIGN §16).
@@ -209,7 +210,7 @@ impl Subscribers {
         &self,
         store: &Store,
         tx: &mut Tx,
-        plan_id: i64,
+        plan_id: PlanId,
         product_slug: &str,
         units: i64,
         remaining: i64,

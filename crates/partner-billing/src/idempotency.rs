@@ -8,11 +8,12 @@
 //! the first still runs is `RequestInProgress`. Outcomes that consumed nothing are not stored, so
 //! a retry runs again.
 
-use sqlx::Row;
-
+use crate::db::{Tx, dialect, is_unique_violation};
 use crate::domain::{IdempotencyKey, sha256_hex};
 use crate::error::{Error, Result};
-use crate::store::{Backend, InFlightGuard, Store, Tx};
+use crate::faults::{CrashPoint, crash_point};
+use crate::runtime::InFlightGuard;
+use crate::store::Store;
 
 /// The outcome of a partner write, and whether it was replayed from an earlier success.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,23 +132,16 @@ pub(crate) async fn find_outcome(
     key: &IdempotencyKey,
     fingerprint: &Fingerprint,
 ) -> Result<Option<String>> {
-    if store.backend() == Backend::Postgres {
-        let locked: bool =
-            sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")
-                .bind(scope.lock_name(key))
-                .fetch_one(&mut **tx)
-                .await?;
-        if !locked {
-            return Err(Error::RequestInProgress);
-        }
+    if !dialect::try_lock_name(store.backend(), tx, &scope.lock_name(key)).await? {
+        return Err(Error::RequestInProgress);
     }
-    let row = match scope {
-        Scope::Account(account_id) => sqlx::query(
+    let row: Option<(String, String, String)> = match scope {
+        Scope::Account(account_id) => sqlx::query_as(
             "SELECT operation, fingerprint, response_body FROM idempotency_records \
              WHERE account_id = $1 AND idempotency_key = $2",
         )
         .bind(account_id),
-        Scope::Operator(owner) => sqlx::query(
+        Scope::Operator(owner) => sqlx::query_as(
             "SELECT operation, fingerprint, response_body FROM operator_idempotency_records \
              WHERE scope = $1 AND idempotency_key = $2",
         )
@@ -156,13 +150,13 @@ pub(crate) async fn find_outcome(
     .bind(key.as_str())
     .fetch_optional(&mut **tx)
     .await?;
-    let Some(row) = row else { return Ok(None) };
-    let operation: String = row.try_get("operation")?;
-    let digest: String = row.try_get("fingerprint")?;
+    let Some((operation, digest, response_body)) = row else {
+        return Ok(None);
+    };
     if operation != fingerprint.operation || digest != fingerprint.digest {
         return Err(Error::IdempotencyKeyReused);
     }
-    Ok(Some(row.try_get("response_body")?))
+    Ok(Some(response_body))
 }
 
 /// Ends the transaction of a keyed request: COMMIT on success, an immediate ROLLBACK on
@@ -171,15 +165,102 @@ pub(crate) async fn find_outcome(
 pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
     match result {
         Ok(value) => {
-            crate::store::crash_point(crate::store::CrashPoint::BeforeCommit);
+            crash_point(CrashPoint::BeforeCommit);
             tx.commit().await?;
-            crate::store::crash_point(crate::store::CrashPoint::AfterCommit);
+            crash_point(CrashPoint::AfterCommit);
             Ok(value)
         }
         Err(err) => {
             let _ = tx.rollback().await;
             Err(err)
         }
+    }
+}
+
+/// A keyed request: whose key it is, the key, and what the request is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyedRequest<'a> {
+    pub scope: Scope<'a>,
+    pub key: &'a IdempotencyKey,
+    pub fingerprint: &'a Fingerprint,
+}
+
+/// What [`begin_keyed`] found.
+pub(crate) enum Started<'a> {
+    /// No earlier outcome: write the effects in this transaction, then
+    /// [`commit`](KeyedWrite::commit).
+    Fresh(KeyedWrite<'a>),
+    /// The stored response body of the earlier success.
+    Replay(String),
+}
+
+/// A keyed write under way: its transaction, and the time it began, read once the key's
+/// lock was held.
+pub(crate) struct KeyedWrite<'a> {
+    tx: Tx,
+    request: KeyedRequest<'a>,
+    now_utc: i64,
+}
+
+/// Begins the write transaction of a keyed request (see [`begin`]): the stored answer of an
+/// earlier success, or a [`KeyedWrite`] to write the effects in.
+pub(crate) async fn begin_keyed<'a>(
+    store: &Store,
+    claim: &Claim,
+    request: KeyedRequest<'a>,
+) -> Result<Started<'a>> {
+    match begin(
+        store,
+        claim,
+        request.scope,
+        request.key,
+        request.fingerprint,
+    )
+    .await?
+    {
+        Begun::Replay(body) => Ok(Started::Replay(body)),
+        Begun::Fresh(tx) => Ok(Started::Fresh(KeyedWrite {
+            tx,
+            request,
+            now_utc: store.now_utc(),
+        })),
+    }
+}
+
+impl KeyedWrite<'_> {
+    /// The transaction the effects are written in.
+    pub(crate) fn tx(&mut self) -> &mut Tx {
+        &mut self.tx
+    }
+
+    /// The time of this write, Unix seconds: every row it writes carries the same.
+    pub(crate) fn now_utc(&self) -> i64 {
+        self.now_utc
+    }
+
+    /// The one way a keyed write ends: on success the record of its outcome is written and
+    /// committed together with its effects; on an error all of it is rolled back at once
+    /// (see [`settle`]), so a retry runs again.
+    pub(crate) async fn commit<T: serde::Serialize>(mut self, effects: Result<T>) -> Result<T> {
+        let KeyedRequest {
+            scope,
+            key,
+            fingerprint,
+        } = self.request;
+        let result = match effects {
+            Ok(outcome) => record(
+                &mut self.tx,
+                scope,
+                key,
+                fingerprint,
+                &outcome,
+                self.now_utc,
+            )
+            .await
+            .map(|()| outcome),
+            Err(err) => Err(err),
+        };
+        settle(self.tx, result).await
     }
 }
 
@@ -235,7 +316,7 @@ pub(crate) async fn record<T: serde::Serialize>(
     .await
     .map_err(|e| {
         // Only reachable if another writer slipped past both locks: treat as in progress.
-        if crate::store::is_unique_violation(&e) {
+        if is_unique_violation(&e) {
             Error::RequestInProgress
         } else {
             e.into()

@@ -6,12 +6,12 @@
 //! `expired`, and no longer counted toward the five. Expiry is read from the database on every
 //! request, so it acts on every replica at the same second.
 
-use sqlx::Row;
 use subtle::ConstantTimeEq;
 
+use crate::db::{Tx, dialect};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
-use crate::store::{Backend, Store, Tx};
+use crate::store::Store;
 use crate::wire::{ApiKeyInfo, ApiKeyList, CreatedApiKey};
 
 /// SQL condition (on table alias `k`) for a key that authenticates at `$now`: the bind named
@@ -78,7 +78,7 @@ pub async fn roll_api_key(
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
     let client_id = lock_account(store, &mut tx, account_id).await?;
-    let old = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let old: RolledKeyRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT k.id, k.name, k.expires_utc FROM api_keys k \
          WHERE {ACTIVE_AT} AND k.api_key_id = $2 AND k.account_id = $3"
     )))
@@ -88,14 +88,11 @@ pub async fn roll_api_key(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::ApiKeyNotFound)?;
-    let old_row: i64 = old.try_get("id")?;
-    let name: Option<String> = old.try_get("name")?;
-    let old_expiry: Option<i64> = old.try_get("expires_utc")?;
-    let expires_utc = old_expiry.map_or(now + grace, |t| t.min(now + grace));
-    let created = insert_key(store, &mut tx, account_id, client_id, name, now).await?;
+    let expires_utc = old.expires_utc.map_or(now + grace, |t| t.min(now + grace));
+    let created = insert_key(store, &mut tx, account_id, client_id, old.name, now).await?;
     sqlx::query("UPDATE api_keys SET expires_utc = $1 WHERE id = $2")
         .bind(expires_utc)
-        .bind(old_row)
+        .bind(old.id)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -111,15 +108,7 @@ pub async fn roll_api_key(
 
 /// Takes the account's write lock and returns its client id.
 async fn lock_account(store: &Store, tx: &mut Tx, account_id: i64) -> Result<String> {
-    let lock_sql = match store.backend() {
-        // SQLite's BEGIN IMMEDIATE already serialises writers.
-        Backend::Sqlite => "SELECT client_id FROM accounts WHERE id = $1",
-        Backend::Postgres => "SELECT client_id FROM accounts WHERE id = $1 FOR UPDATE",
-    };
-    Ok(sqlx::query_scalar(lock_sql)
-        .bind(account_id)
-        .fetch_one(&mut **tx)
-        .await?)
+    dialect::lock_account(store.backend(), tx, account_id).await
 }
 
 /// Inserts a new key unless the account already has five active ones at `now`. The caller
@@ -176,35 +165,20 @@ async fn insert_key(
 
 /// Every key of the account, oldest first.
 pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList> {
-    let rows = sqlx::query(
+    let mut api_keys: Vec<ApiKeyInfo> = sqlx::query_as(
         "SELECT api_key_id, name, status, created_utc, last_used_utc, revoked_utc, expires_utc \
          FROM api_keys WHERE account_id = $1 ORDER BY created_utc, id",
     )
     .bind(account_id)
     .fetch_all(store.pool())
     .await?;
+    // Expiry is not a stored status: an active key past its expiry is shown `expired`.
     let now = store.now_utc();
-    let api_keys = rows
-        .iter()
-        .map(|row| {
-            let status: String = row.try_get("status")?;
-            let expires_utc: Option<i64> = row.try_get("expires_utc")?;
-            let expired = status == "active" && expires_utc.is_some_and(|t| t <= now);
-            Ok(ApiKeyInfo {
-                api_key_id: row.try_get("api_key_id")?,
-                name: row.try_get("name")?,
-                status: if expired {
-                    "expired".to_owned()
-                } else {
-                    status
-                },
-                expires_utc,
-                created_utc: row.try_get("created_utc")?,
-                last_used_utc: row.try_get("last_used_utc")?,
-                revoked_utc: row.try_get("revoked_utc")?,
-            })
-        })
-        .collect::<Result<_>>()?;
+    for key in &mut api_keys {
+        if key.status == "active" && key.expires_utc.is_some_and(|t| t <= now) {
+            key.status = "expired".to_owned();
+        }
+    }
     Ok(ApiKeyList { api_keys })
 }
 
@@ -267,7 +241,7 @@ pub async fn authenticate_api_key(
     client_id: &str,
     secret: &Secret,
 ) -> Result<PartnerAccount> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let row: Option<AuthenticatedKeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id \
          FROM api_keys k JOIN accounts a ON a.id = k.account_id \
          WHERE k.secret_hash = $2 AND {ACTIVE_AT} AND a.standing = 'good'"
@@ -279,23 +253,39 @@ pub async fn authenticate_api_key(
     let Some(row) = row else {
         return Err(Error::Unauthorized);
     };
-    let owner: String = row.try_get("client_id")?;
-    if !bool::from(owner.as_bytes().ct_eq(client_id.as_bytes())) {
+    if !bool::from(row.client_id.as_bytes().ct_eq(client_id.as_bytes())) {
         return Err(Error::Unauthorized);
     }
     record_use(
         store,
         UsedCredential::ApiKey,
-        row.try_get("key_row")?,
-        row.try_get("last_used_utc")?,
+        row.key_row,
+        row.last_used_utc,
     )
     .await?;
-    let api_key_id: String = row.try_get("api_key_id")?;
     Ok(PartnerAccount {
-        account_id: row.try_get("account_id")?,
-        client_id: ClientId::parse("clientId", &owner)?,
-        api_key_id: ApiKeyId::parse("apiKeyId", &api_key_id)?,
+        account_id: row.account_id,
+        client_id: ClientId::parse("clientId", &row.client_id)?,
+        api_key_id: ApiKeyId::parse("apiKeyId", &row.api_key_id)?,
     })
+}
+
+/// The key being rolled.
+#[derive(sqlx::FromRow)]
+struct RolledKeyRow {
+    id: i64,
+    name: Option<String>,
+    expires_utc: Option<i64>,
+}
+
+/// An active key found by its secret's hash, with its account.
+#[derive(sqlx::FromRow)]
+struct AuthenticatedKeyRow {
+    key_row: i64,
+    api_key_id: String,
+    account_id: i64,
+    last_used_utc: Option<i64>,
+    client_id: String,
 }
 
 /// A credential whose last use is recorded.
@@ -354,12 +344,11 @@ pub async fn revoke_api_key_for(
 }
 
 pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
-    let row = sqlx::query("SELECT id FROM accounts WHERE client_id = $1")
+    sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
         .bind(client_id.as_str())
         .fetch_optional(store.pool())
         .await?
-        .ok_or(Error::NotFound("reseller"))?;
-    Ok(row.try_get("id")?)
+        .ok_or(Error::NotFound("reseller"))
 }
 
 /// Records the `api_key.expired` event of every rolled key whose grace period has ended and
@@ -379,7 +368,7 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
         return Ok(0);
     }
     let mut tx = store.begin_write().await?;
-    let rows = sqlx::query(
+    let rows: Vec<(i64, String, Option<String>)> = sqlx::query_as(
         "UPDATE api_keys SET expiry_event_utc = $1 WHERE status = 'active' \
          AND expires_utc <= $1 AND expiry_event_utc IS NULL \
          RETURNING account_id, api_key_id, name",
@@ -387,18 +376,16 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
-    for row in &rows {
+    let expired = rows.len() as u64;
+    for (account_id, api_key_id, name) in rows {
         crate::events::record(
             store,
             &mut tx,
-            row.try_get("account_id")?,
-            crate::events::EventData::ApiKeyExpired {
-                api_key_id: row.try_get("api_key_id")?,
-                name: row.try_get("name")?,
-            },
+            account_id,
+            crate::events::EventData::ApiKeyExpired { api_key_id, name },
         )
         .await?;
     }
     tx.commit().await?;
-    Ok(rows.len() as u64)
+    Ok(expired)
 }

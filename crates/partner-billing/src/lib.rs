@@ -20,9 +20,13 @@ pub mod clock;
 #[cfg(feature = "db")]
 pub mod crypto;
 #[cfg(feature = "db")]
+pub mod db;
+#[cfg(feature = "db")]
 pub mod error;
 #[cfg(feature = "db")]
 pub mod events;
+#[cfg(feature = "db")]
+pub mod faults;
 #[cfg(feature = "db")]
 pub mod idempotency;
 #[cfg(feature = "db")]
@@ -41,6 +45,8 @@ pub mod promo;
 pub mod quota;
 #[cfg(feature = "db")]
 pub mod redemption;
+#[cfg(feature = "db")]
+pub mod runtime;
 #[cfg(feature = "db")]
 pub mod store;
 #[cfg(feature = "db")]

@@ -4,20 +4,18 @@
 use sqlx::{AnyConnection, Row};
 use uuid::Uuid;
 
-use crate::domain::{IdempotencyKey, Login, PlanSlug};
+use crate::domain::{IdempotencyKey, Login, PlanSlug, UserId};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{PlanRow, find_plan, find_user};
-use crate::quota::{EntryKind, debit};
+use crate::quota::{Charge, EntryKind, debit};
 use crate::store::{FaultPoint, Store, Tx};
 use crate::throttle;
 use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
 
 mod group;
-
-pub(crate) use group::LicenseGroups;
 
 /// A parsed license request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +102,7 @@ fn fingerprint(request: &IssueLicense) -> Fingerprint {
 #[derive(Debug, Clone, Copy)]
 struct Target {
     plan: PlanRow,
-    user_id: i64,
+    user_id: UserId,
 }
 
 impl Target {
@@ -154,13 +152,15 @@ async fn write_license(
     let actor = format!("api_key:{}", account.api_key_id);
     let remaining = debit(
         tx,
-        account.account_id,
-        plan.id,
-        1,
-        EntryKind::License,
-        &actor,
-        &license_id,
-        now,
+        &Charge {
+            account_id: account.account_id,
+            plan_id: plan.id,
+            units: 1,
+            kind: EntryKind::License,
+            actor: &actor,
+            reference: &license_id,
+            now_utc: now,
+        },
     )
     .await?;
     let subscribers = Subscribers::load(tx, account.account_id).await?;

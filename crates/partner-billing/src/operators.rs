@@ -3,12 +3,12 @@
 //! the database on every request, so a revocation acts on the next one.
 
 use serde::Serialize;
-use sqlx::Row;
 
+use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Secret, SecretKind};
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::store::{Store, is_unique_violation};
+use crate::store::Store;
 
 /// `lastUsedUtc` is written at most this often per token, as for API keys.
 pub use crate::keys::LAST_USED_GRANULARITY_SECONDS;
@@ -23,7 +23,7 @@ pub struct CreatedOperatorToken {
 }
 
 /// A token as the operator lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorTokenInfo {
     pub name: String,
@@ -116,23 +116,12 @@ pub async fn create_operator_token(store: &Store, name: &str) -> Result<CreatedO
 
 /// Every token, oldest first, revoked ones included.
 pub async fn list_operator_tokens(store: &Store) -> Result<Vec<OperatorTokenInfo>> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT name, status, created_utc, last_used_utc, revoked_utc \
          FROM operator_tokens ORDER BY created_utc, id",
     )
     .fetch_all(store.pool())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(OperatorTokenInfo {
-                name: row.try_get("name")?,
-                status: row.try_get("status")?,
-                created_utc: row.try_get("created_utc")?,
-                last_used_utc: row.try_get("last_used_utc")?,
-                revoked_utc: row.try_get("revoked_utc")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Revokes a token by name; it is refused from the next request on. Revoking it again
@@ -160,7 +149,7 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
     if !token.has_shape(SecretKind::OperatorToken) {
         return Err(Error::Unauthorized);
     }
-    let row = sqlx::query(
+    let (token_id, name, last_used_utc): (i64, String, Option<i64>) = sqlx::query_as(
         "SELECT id, name, last_used_utc FROM operator_tokens \
          WHERE token_hash = $1 AND status = 'active'",
     )
@@ -168,17 +157,16 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
     .fetch_optional(store.pool())
     .await?
     .ok_or(Error::Unauthorized)?;
-    let token_id: i64 = row.try_get("id")?;
     keys::record_use(
         store,
         keys::UsedCredential::OperatorToken,
         token_id,
-        row.try_get("last_used_utc")?,
+        last_used_utc,
     )
     .await?;
     Ok(OperatorIdentity {
         token_id: Some(token_id),
-        name: row.try_get("name")?,
+        name,
     })
 }
 

@@ -1,15 +1,16 @@
 //! Plans (products) and end-user logins, managed by the operator.
 
 use serde::Serialize;
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
-use crate::domain::{InvalidField, Login, PlanSlug};
+use crate::db::is_unique_violation;
+use crate::domain::{InvalidField, Login, PlanId, PlanSlug, UserId};
 use crate::error::{Error, Result};
-use crate::store::{Store, is_unique_violation};
+use crate::store::Store;
 use crate::wire::EndUser;
 
 /// A plan and its promo policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub slug: String,
@@ -90,49 +91,31 @@ pub async fn create_plan(store: &Store, plan: NewPlan) -> Result<Plan> {
 }
 
 pub async fn list_plans(store: &Store) -> Result<Vec<Plan>> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as(
         "SELECT slug, name, duration_days, redemptions_per_code, code_validity_days, created_utc \
          FROM plans ORDER BY slug",
     )
     .fetch_all(store.pool())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Plan {
-                slug: row.try_get("slug")?,
-                name: row.try_get("name")?,
-                duration_days: row.try_get("duration_days")?,
-                redemptions_per_code: row.try_get("redemptions_per_code")?,
-                code_validity_days: row.try_get("code_validity_days")?,
-                created_utc: row.try_get("created_utc")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// A plan's row id and what a charge needs of it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub(crate) struct PlanRow {
-    pub id: i64,
+    pub id: PlanId,
     pub duration_days: Option<i64>,
     pub redemptions_per_code: i64,
     pub code_validity_days: i64,
 }
 
 pub(crate) async fn find_plan(conn: &mut AnyConnection, slug: &PlanSlug) -> Result<PlanRow> {
-    let row = sqlx::query(
+    sqlx::query_as(
         "SELECT id, duration_days, redemptions_per_code, code_validity_days FROM plans WHERE slug = $1",
     )
-        .bind(slug.as_str())
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or(Error::UnknownPlan)?;
-    Ok(PlanRow {
-        id: row.try_get("id")?,
-        duration_days: row.try_get("duration_days")?,
-        redemptions_per_code: row.try_get("redemptions_per_code")?,
-        code_validity_days: row.try_get("code_validity_days")?,
-    })
+    .bind(slug.as_str())
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(Error::UnknownPlan)
 }
 
 /// Registers a login; registering it again is a no-op. Returns whether it was new.
@@ -172,7 +155,7 @@ pub async fn register_user(store: &Store, login: &Login) -> Result<Registration>
     })
 }
 
-pub(crate) async fn find_user(conn: &mut AnyConnection, login: &Login) -> Result<i64> {
+pub(crate) async fn find_user(conn: &mut AnyConnection, login: &Login) -> Result<UserId> {
     sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
         .bind(login.as_str())
         .fetch_optional(&mut *conn)

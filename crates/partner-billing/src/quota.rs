@@ -2,13 +2,13 @@
 //! append-only ledger entries, and is never negative.
 
 use serde::Serialize;
-use sqlx::Row;
 
-use crate::domain::{ClientId, PlanSlug};
+use crate::db::Tx;
+use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
 use crate::plans::find_plan;
-use crate::store::{Store, Tx};
+use crate::store::Store;
 use crate::wire::{Balance, Balances};
 
 /// Why a ledger entry was written.
@@ -32,7 +32,7 @@ impl EntryKind {
 }
 
 /// One ledger entry as the operator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct LedgerEntry {
     pub product_slug: String,
@@ -77,15 +77,17 @@ pub async fn credit(
     let now = store.now_utc();
     append_entry(
         &mut tx,
-        account_id,
-        plan_row.id,
-        EntryKind::Credit,
-        units,
-        remaining,
-        "operator",
-        Some(reason),
-        None,
-        now,
+        &NewEntry {
+            account_id,
+            plan_id: plan_row.id,
+            kind: EntryKind::Credit,
+            delta: units,
+            balance_after: remaining,
+            actor: "operator",
+            reason: Some(reason),
+            reference: None,
+            created_utc: now,
+        },
     )
     .await?;
     crate::events::record(
@@ -108,20 +110,33 @@ pub async fn credit(
     })
 }
 
-/// Debits `units` if the balance covers them, inside the caller's transaction, and writes the
-/// ledger entry. Returns the balance after. A balance below `units` (or no balance at all) is
-/// [`Error::InsufficientQuota`] and changes nothing.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn debit(
-    tx: &mut Tx,
-    account_id: i64,
-    plan_id: i64,
-    units: i64,
-    kind: EntryKind,
-    actor: &str,
-    reference: &str,
-    now_utc: i64,
-) -> Result<i64> {
+/// A charge against an account's balance of one plan, as its ledger entry records it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Charge<'a> {
+    pub account_id: i64,
+    pub plan_id: PlanId,
+    pub units: i64,
+    pub kind: EntryKind,
+    /// Who charged: `api_key:<id>`.
+    pub actor: &'a str,
+    /// What was bought: the license id or the batch's order id.
+    pub reference: &'a str,
+    pub now_utc: i64,
+}
+
+/// Debits the charge's units if the balance covers them, inside the caller's transaction, and
+/// writes the ledger entry. Returns the balance after. A balance below the units (or no
+/// balance at all) is [`Error::InsufficientQuota`] and changes nothing.
+pub(crate) async fn debit(tx: &mut Tx, charge: &Charge<'_>) -> Result<i64> {
+    let Charge {
+        account_id,
+        plan_id,
+        units,
+        kind,
+        actor,
+        reference,
+        now_utc,
+    } = *charge;
     let remaining: Option<i64> = sqlx::query_scalar(
         "UPDATE balances SET remaining = remaining - $1 \
          WHERE account_id = $2 AND plan_id = $3 AND remaining >= $1 RETURNING remaining",
@@ -134,33 +149,47 @@ pub(crate) async fn debit(
     let remaining = remaining.ok_or(Error::InsufficientQuota)?;
     append_entry(
         tx,
-        account_id,
-        plan_id,
-        kind,
-        -units,
-        remaining,
-        actor,
-        None,
-        Some(reference),
-        now_utc,
+        &NewEntry {
+            account_id,
+            plan_id,
+            kind,
+            delta: -units,
+            balance_after: remaining,
+            actor,
+            reason: None,
+            reference: Some(reference),
+            created_utc: now_utc,
+        },
     )
     .await?;
     Ok(remaining)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn append_entry(
-    tx: &mut Tx,
+/// One ledger entry to append.
+struct NewEntry<'a> {
     account_id: i64,
-    plan_id: i64,
+    plan_id: PlanId,
     kind: EntryKind,
     delta: i64,
     balance_after: i64,
-    actor: &str,
-    reason: Option<&str>,
-    reference: Option<&str>,
-    now_utc: i64,
-) -> Result<()> {
+    actor: &'a str,
+    reason: Option<&'a str>,
+    reference: Option<&'a str>,
+    created_utc: i64,
+}
+
+async fn append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> Result<()> {
+    let NewEntry {
+        account_id,
+        plan_id,
+        kind,
+        delta,
+        balance_after,
+        actor,
+        reason,
+        reference,
+        created_utc: now_utc,
+    } = *entry;
     sqlx::query(
         "INSERT INTO ledger_entries \
          (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
@@ -182,22 +211,14 @@ async fn append_entry(
 
 /// Every plan ever credited to the account, zero included, sorted by slug.
 pub async fn balances(store: &Store, account_id: i64) -> Result<Balances> {
-    let rows = sqlx::query(
-        "SELECT p.slug, b.remaining FROM balances b JOIN plans p ON p.id = b.plan_id \
+    let balances = sqlx::query_as(
+        "SELECT p.slug AS product_slug, b.remaining AS remaining_balance \
+         FROM balances b JOIN plans p ON p.id = b.plan_id \
          WHERE b.account_id = $1 ORDER BY p.slug",
     )
     .bind(account_id)
     .fetch_all(store.pool())
     .await?;
-    let balances = rows
-        .iter()
-        .map(|row| {
-            Ok(Balance {
-                product_slug: row.try_get("slug")?,
-                remaining_balance: row.try_get("remaining")?,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok(Balances { balances })
 }
 
@@ -214,33 +235,20 @@ pub async fn ledger(
     plan: Option<&PlanSlug>,
 ) -> Result<Vec<LedgerEntry>> {
     let account_id = account_id_of(store, client_id).await?;
-    let rows = sqlx::query(
-        "SELECT p.slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
+    Ok(sqlx::query_as(
+        "SELECT p.slug AS product_slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, \
+         l.reference, l.created_utc \
          FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) ORDER BY l.id",
     )
     .bind(account_id)
     .bind(plan.map(PlanSlug::as_str))
     .fetch_all(store.pool())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(LedgerEntry {
-                product_slug: row.try_get("slug")?,
-                kind: row.try_get("kind")?,
-                delta: row.try_get("delta")?,
-                balance_after: row.try_get("balance_after")?,
-                actor: row.try_get("actor")?,
-                reason: row.try_get("reason")?,
-                reference: row.try_get("reference")?,
-                created_utc: row.try_get("created_utc")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// A balance that differs from the sum of its ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct Discrepancy {
     pub client_id: String,
@@ -260,8 +268,8 @@ pub struct AuditReport {
 /// Compares every balance with the sum of its ledger entries, in one consistent read.
 pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
     let mut tx = store.begin_write().await?;
-    let rows = sqlx::query(
-        "SELECT a.client_id, p.slug, b.remaining, \
+    let rows: Vec<Discrepancy> = sqlx::query_as(
+        "SELECT a.client_id, p.slug AS product_slug, b.remaining AS balance, \
          COALESCE((SELECT CAST(SUM(l.delta) AS BIGINT) FROM ledger_entries l \
                    WHERE l.account_id = b.account_id AND l.plan_id = b.plan_id), 0) AS ledger_sum \
          FROM balances b JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
@@ -276,26 +284,18 @@ pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
     .fetch_one(&mut *tx)
     .await?;
     tx.rollback().await?;
-    let mut discrepancies = Vec::new();
-    for row in &rows {
-        let balance: i64 = row.try_get("remaining")?;
-        let ledger_sum: i64 = row.try_get("ledger_sum")?;
-        if balance != ledger_sum {
-            discrepancies.push(Discrepancy {
-                client_id: row.try_get("client_id")?,
-                product_slug: row.try_get("slug")?,
-                balance,
-                ledger_sum,
-            });
-        }
-    }
+    let balances_checked = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+    let discrepancies: Vec<Discrepancy> = rows
+        .into_iter()
+        .filter(|row| row.balance != row.ledger_sum)
+        .collect();
     if orphans > 0 {
         return Err(Error::Internal(format!(
             "{orphans} ledger entries have no balance"
         )));
     }
     Ok(AuditReport {
-        balances_checked: i64::try_from(rows.len()).unwrap_or(i64::MAX),
+        balances_checked,
         discrepancies,
     })
 }

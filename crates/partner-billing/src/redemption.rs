@@ -9,15 +9,15 @@ pub mod attempts;
 
 use std::fmt;
 
-use sqlx::Row;
 use uuid::Uuid;
 
-use crate::domain::{IdempotencyKey, Login};
+use crate::db::{Tx, is_unique_violation};
+use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
+use crate::idempotency::{self, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
 use crate::operators::OperatorIdentity;
 use crate::promo::normalize_code;
-use crate::store::{Store, Tx, is_unique_violation};
+use crate::store::Store;
 use crate::throttle;
 use crate::wire::{RedeemPromoCodeRequest, RedeemedLicense};
 
@@ -91,7 +91,7 @@ pub async fn redeem_promo_code(
     operator: &OperatorIdentity,
     request: RedeemPromoCode,
 ) -> Result<Outcome<RedeemedLicense>> {
-    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
+    let user_id: UserId = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
         .bind(request.login.as_str())
         .fetch_optional(store.pool())
         .await?
@@ -136,21 +136,22 @@ pub async fn redeem_promo_code(
 }
 
 /// What a redemption needs to know about a code, read inside its transaction.
+#[derive(sqlx::FromRow)]
 struct CodeRow {
     redemptions_per_code: i64,
     codes_expire_utc: i64,
     account_id: i64,
     client_id: String,
     batch_id: String,
-    plan_id: i64,
+    plan_id: PlanId,
     plan_slug: String,
     duration_days: Option<i64>,
 }
 
 async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
-    let row = sqlx::query(
+    sqlx::query_as(
         "SELECT b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
-         a.client_id, p.id AS plan_id, p.slug, p.duration_days \
+         a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days \
          FROM promo_codes c JOIN promo_batches b ON b.id = c.batch_row_id \
          JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
          WHERE c.code_hash = $1",
@@ -158,17 +159,7 @@ async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
     .bind(code_hash)
     .fetch_optional(&mut **tx)
     .await?
-    .ok_or(Error::CodeNotFound)?;
-    Ok(CodeRow {
-        redemptions_per_code: row.try_get("redemptions_per_code")?,
-        codes_expire_utc: row.try_get("codes_expire_utc")?,
-        account_id: row.try_get("account_id")?,
-        client_id: row.try_get("client_id")?,
-        batch_id: row.try_get("batch_id")?,
-        plan_id: row.try_get("plan_id")?,
-        plan_slug: row.try_get("slug")?,
-        duration_days: row.try_get("duration_days")?,
-    })
+    .ok_or(Error::CodeNotFound)
 }
 
 /// The redemption proper, once the attempt is counted.
@@ -176,7 +167,7 @@ async fn redeem_reserved(
     store: &Store,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
-    user_id: i64,
+    user_id: UserId,
 ) -> Result<Outcome<RedeemedLicense>> {
     let code_hash = store.master_key()?.code_hash(&request.lookup_text());
     // The fingerprint holds the code's HMAC, never the code.
@@ -187,30 +178,17 @@ async fn redeem_reserved(
     let owner = operator.idempotency_scope();
     let scope = Scope::Operator(&owner);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
-    let mut tx =
-        match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
-            .await?
-        {
-            Begun::Replay(body) => return idempotency::replayed(&body),
-            Begun::Fresh(tx) => tx,
-        };
-    let now = store.now_utc();
-    let granted = async {
-        let license =
-            grant_license(store, &mut tx, operator, request, user_id, &code_hash, now).await?;
-        idempotency::record(
-            &mut tx,
-            scope,
-            &request.idempotency_key,
-            &fingerprint,
-            &license,
-            now,
-        )
-        .await?;
-        Ok(license)
-    }
-    .await;
-    let license = idempotency::settle(tx, granted).await?;
+    let keyed = KeyedRequest {
+        scope,
+        key: &request.idempotency_key,
+        fingerprint: &fingerprint,
+    };
+    let mut write = match idempotency::begin_keyed(store, &claim, keyed).await? {
+        Started::Replay(body) => return idempotency::replayed(&body),
+        Started::Fresh(write) => write,
+    };
+    let granted = grant_license(store, &mut write, operator, request, user_id, &code_hash).await;
+    let license = write.commit(granted).await?;
     tracing::info!(
         operator = %operator.name,
         license_id = %license.license_id,
@@ -225,17 +203,17 @@ async fn redeem_reserved(
     })
 }
 
-/// Checks the code and grants its license inside the redemption's transaction.
-#[allow(clippy::too_many_arguments)]
+/// Checks the code and grants its license inside the redemption's keyed write.
 async fn grant_license(
     store: &Store,
-    tx: &mut Tx,
+    write: &mut KeyedWrite<'_>,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
-    user_id: i64,
+    user_id: UserId,
     code_hash: &str,
-    now: i64,
 ) -> Result<RedeemedLicense> {
+    let now = write.now_utc();
+    let tx = write.tx();
     let code = find_code(tx, code_hash).await?;
     if now > code.codes_expire_utc {
         return Err(Error::CodeExpired);

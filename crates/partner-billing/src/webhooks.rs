@@ -4,22 +4,20 @@
 //! Events are recorded by [`crate::events`]; the outbox is leased and settled through
 //! [`outbox`]; the one URL rule for registration and delivery is [`ssrf`].
 
-use std::time::Duration;
-
 use base64::Engine;
 use rand::RngCore;
 use rand::rngs::OsRng;
-use sqlx::Row;
 
+use crate::db::dialect;
 use crate::domain::{InvalidField, PlanSlug, random_base62};
 use crate::error::{Error, Result};
 use crate::events::{EventData, insert_event};
 use crate::plans::find_plan;
-use crate::store::{Backend, Store};
+use crate::store::Store;
 use crate::webhook_signature::SECRET_PREFIX;
 use crate::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES,
-    WebhookDelivery, WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList,
+    WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList,
 };
 
 pub mod outbox;
@@ -31,50 +29,7 @@ pub const MAX_ENDPOINTS: i64 = crate::limits::MAX_WEBHOOK_ENDPOINTS as i64;
 /// The deliveries list shows this many attempts.
 pub const DELIVERIES_SHOWN: i64 = crate::limits::WEBHOOK_DELIVERIES_LISTED as i64;
 
-/// The default retry schedule (`--webhook-backoff`).
-pub const DEFAULT_BACKOFF: &str = "5s,5m,30m,2h,5h,10h,10h";
-
-/// How deliveries are retried and where they may go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookSettings {
-    /// Delays between attempts: one attempt, then one after each delay, then failed.
-    pub backoff: Vec<Duration>,
-    /// `--webhook-allow-insecure`: `http://` and loopback addresses allowed too.
-    pub allow_insecure: bool,
-}
-
-impl Default for WebhookSettings {
-    fn default() -> Self {
-        Self {
-            backoff: parse_backoff(DEFAULT_BACKOFF).expect("the default schedule parses"),
-            allow_insecure: false,
-        }
-    }
-}
-
-/// Parses a schedule such as `5s,5m,30m,2h` (units `s`, `m`, `h`, `d`).
-pub fn parse_backoff(text: &str) -> std::result::Result<Vec<Duration>, String> {
-    text.split(',')
-        .map(|item| {
-            let item = item.trim();
-            let split = item
-                .find(|c: char| !c.is_ascii_digit())
-                .ok_or_else(|| format!("`{item}` needs a unit (s, m, h or d)"))?;
-            let (number, unit) = item.split_at(split);
-            let number: u64 = number
-                .parse()
-                .map_err(|_| format!("`{item}` is not a duration"))?;
-            let seconds = match unit {
-                "s" => number,
-                "m" => number * 60,
-                "h" => number * 3600,
-                "d" => number * 86_400,
-                _ => return Err(format!("`{item}` has an unknown unit (s, m, h or d)")),
-            };
-            Ok(Duration::from_secs(seconds))
-        })
-        .collect()
-}
+pub use crate::runtime::{DEFAULT_BACKOFF, WebhookSettings, parse_backoff};
 
 fn validation(field: &'static str, message: impl Into<String>) -> Error {
     InvalidField::new(field, message).into()
@@ -154,12 +109,7 @@ pub async fn create_endpoint(
     let now = store.now_utc();
 
     let mut tx = store.begin_write().await?;
-    if store.backend() == Backend::Postgres {
-        sqlx::query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE")
-            .bind(account_id)
-            .execute(&mut *tx)
-            .await?;
-    }
+    dialect::lock_account(store.backend(), &mut tx, account_id).await?;
     let existing: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM webhook_endpoints WHERE account_id = $1 AND status <> 'deleted'",
     )
@@ -197,7 +147,7 @@ pub async fn create_endpoint(
 
 /// The account's endpoints (deleted ones aside), oldest first, without secrets.
 pub async fn list_endpoints(store: &Store, account_id: i64) -> Result<WebhookEndpointList> {
-    let rows = sqlx::query(
+    let rows: Vec<EndpointRow> = sqlx::query_as(
         "SELECT endpoint_id, url, event_types, description, status, created_utc FROM webhook_endpoints \
          WHERE account_id = $1 AND status <> 'deleted' ORDER BY created_utc, id",
     )
@@ -205,20 +155,28 @@ pub async fn list_endpoints(store: &Store, account_id: i64) -> Result<WebhookEnd
     .fetch_all(store.pool())
     .await?;
     let webhook_endpoints = rows
-        .iter()
-        .map(|row| {
-            let types: String = row.try_get("event_types")?;
-            Ok(WebhookEndpoint {
-                webhook_endpoint_id: row.try_get("endpoint_id")?,
-                url: row.try_get("url")?,
-                event_types: types.split(',').map(str::to_owned).collect(),
-                description: row.try_get("description")?,
-                status: row.try_get("status")?,
-                created_utc: row.try_get("created_utc")?,
-            })
+        .into_iter()
+        .map(|row| WebhookEndpoint {
+            webhook_endpoint_id: row.endpoint_id,
+            url: row.url,
+            event_types: row.event_types.split(',').map(str::to_owned).collect(),
+            description: row.description,
+            status: row.status,
+            created_utc: row.created_utc,
         })
-        .collect::<Result<_>>()?;
+        .collect();
     Ok(WebhookEndpointList { webhook_endpoints })
+}
+
+/// An endpoint as stored: its event types as one comma-separated column.
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    endpoint_id: String,
+    url: String,
+    event_types: String,
+    description: Option<String>,
+    status: String,
+    created_utc: i64,
 }
 
 /// The row id of an endpoint of this account; unknown, deleted or another account's is
@@ -272,7 +230,7 @@ pub async fn list_deliveries(
 ) -> Result<WebhookDeliveryList> {
     let mut conn = store.pool().acquire().await?;
     let row = endpoint_row(&mut conn, account_id, endpoint_id).await?;
-    let rows = sqlx::query(
+    let deliveries = sqlx::query_as(
         "SELECT ev.event_id, ev.event_type, a.attempt, a.status_code, a.error, a.attempted_utc, a.next_attempt_utc \
          FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_row_id \
          JOIN webhook_events ev ON ev.id = m.event_row_id \
@@ -282,40 +240,19 @@ pub async fn list_deliveries(
     .bind(DELIVERIES_SHOWN)
     .fetch_all(&mut *conn)
     .await?;
-    let deliveries = rows
-        .iter()
-        .map(|row| {
-            Ok(WebhookDelivery {
-                event_id: row.try_get("event_id")?,
-                event_type: row.try_get("event_type")?,
-                attempt: row.try_get("attempt")?,
-                status_code: row.try_get("status_code")?,
-                error: row.try_get("error")?,
-                attempted_utc: row.try_get("attempted_utc")?,
-                next_attempt_utc: row.try_get("next_attempt_utc")?,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok(WebhookDeliveryList { deliveries })
 }
 
 /// The account's low-balance thresholds that were ever set (0 = off), by product slug.
 pub async fn low_balance_alerts(store: &Store, account_id: i64) -> Result<Vec<LowBalanceAlert>> {
-    let rows = sqlx::query(
-        "SELECT p.slug, a.low_balance_threshold FROM balance_alerts a JOIN plans p ON p.id = a.plan_id \
+    Ok(sqlx::query_as(
+        "SELECT p.slug AS product_slug, a.low_balance_threshold \
+         FROM balance_alerts a JOIN plans p ON p.id = a.plan_id \
          WHERE a.account_id = $1 ORDER BY p.slug",
     )
     .bind(account_id)
     .fetch_all(store.pool())
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(LowBalanceAlert {
-                product_slug: row.try_get("slug")?,
-                low_balance_threshold: row.try_get("low_balance_threshold")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Sets a product's low-balance threshold (0 turns it off). An unknown plan is
@@ -354,18 +291,6 @@ pub async fn set_low_balance_alert(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_schedules_parse() {
-        assert_eq!(
-            parse_backoff("5s,5m, 2h,1d").unwrap(),
-            [5, 300, 7200, 86_400].map(Duration::from_secs)
-        );
-        assert_eq!(WebhookSettings::default().backoff.len(), 7);
-        for bad in ["", "5", "s", "5x", "5s,,5s", "-1s"] {
-            assert!(parse_backoff(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn event_types_are_checked_and_deduplicated() {

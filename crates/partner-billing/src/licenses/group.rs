@@ -301,3 +301,24 @@ async fn step(store: &Store, tx: &mut Tx, pending: &Pending) -> Result<Step> {
     .await?;
     Ok(Step::Fresh(license))
 }
+
+/// The license group queues live in the runtime's slot for them, typed here, so that the
+/// store below knows no license type.
+impl Store {
+    pub(crate) fn license_groups(&self) -> &LicenseGroups {
+        self.runtime().license_groups.get_or_default()
+    }
+
+    /// Calls `observer` with the number of requests of every license group transaction that
+    /// commits (for metrics); only the first observer set on a store counts.
+    pub fn observe_license_groups(&self, observer: impl Fn(usize) + Send + Sync + 'static) {
+        self.license_groups().observe(Box::new(observer));
+    }
+
+    /// License requests waiting for a group transaction, requests inside a running one, and
+    /// group transactions begun: for tests that check the grouping itself.
+    #[doc(hidden)]
+    pub fn license_group_stats(&self) -> (usize, usize, u64) {
+        self.license_groups().stats()
+    }
+}

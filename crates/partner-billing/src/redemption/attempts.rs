@@ -7,8 +7,7 @@
 //! a key in progress, the database), takes its row back; a failed guess leaves it standing, even
 //! though its transaction rolled back.
 
-use sqlx::Row;
-
+use crate::domain::UserId;
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -26,7 +25,7 @@ pub(crate) struct Reservation {
 
 /// Writes the attempt down and counts the login's attempts in the window; over the limit it is
 /// [`Error::TooManyAttempts`] with the seconds until the oldest attempt leaves the window.
-pub(crate) async fn reserve(store: &Store, user_id: i64) -> Result<Reservation> {
+pub(crate) async fn reserve(store: &Store, user_id: UserId) -> Result<Reservation> {
     let now = store.now_utc();
     let window_start = now - WINDOW_SECONDS;
     sqlx::query("DELETE FROM redemption_attempts WHERE user_id = $1 AND attempted_utc <= $2")
@@ -41,7 +40,7 @@ pub(crate) async fn reserve(store: &Store, user_id: i64) -> Result<Reservation> 
     .bind(now)
     .fetch_one(store.pool())
     .await?;
-    let row = sqlx::query(
+    let (attempts, oldest): (i64, Option<i64>) = sqlx::query_as(
         "SELECT COUNT(*) AS attempts, MIN(attempted_utc) AS oldest FROM redemption_attempts \
          WHERE user_id = $1 AND attempted_utc > $2",
     )
@@ -49,16 +48,14 @@ pub(crate) async fn reserve(store: &Store, user_id: i64) -> Result<Reservation> 
     .bind(window_start)
     .fetch_one(store.pool())
     .await?;
-    let attempts: i64 = row.try_get("attempts")?;
     if attempts <= MAX_FAILED_ATTEMPTS {
         return Ok(Reservation { row_id });
     }
     // Refused attempts are not counted: the lockout ends when the window frees, however
     // often the caller knocks meanwhile.
     Reservation { row_id }.release(store).await;
-    let oldest: Option<i64> = row.try_get("oldest")?;
     let frees_at = oldest.unwrap_or(now) + WINDOW_SECONDS;
-    tracing::warn!(user_id, "promo redemption attempts over the limit");
+    tracing::warn!(%user_id, "promo redemption attempts over the limit");
     Err(Error::TooManyAttempts {
         retry_after_seconds: retry_after(frees_at, now),
     })

@@ -7,10 +7,9 @@
 
 use std::fmt;
 
-use sqlx::Row;
-
+use crate::db::dialect;
 use crate::error::{Error, Result};
-use crate::store::{Backend, Store};
+use crate::store::Store;
 
 /// How long a picked message is reserved for its worker: the 10 s request timeout plus slack for recording the outcome.
 pub const LEASE_SECONDS: i64 = 20;
@@ -26,6 +25,19 @@ pub struct DueMessage {
     pub signing_key: Vec<u8>,
     /// This attempt's number, from 1.
     pub attempt: i64,
+}
+
+/// A due message as [`dialect::lease_due_messages`] picks it, with its endpoint's sealed secret.
+#[derive(sqlx::FromRow)]
+struct LeasedRow {
+    id: i64,
+    endpoint_row_id: i64,
+    attempts: i64,
+    event_id: String,
+    body: String,
+    url: String,
+    endpoint_id: String,
+    sealed_secret: String,
 }
 
 impl fmt::Debug for DueMessage {
@@ -62,61 +74,45 @@ pub async fn any_due(store: &Store) -> Result<bool> {
     Ok(due.is_some())
 }
 
-/// The pick of due messages; PostgreSQL appends its row-lock clause.
-macro_rules! lease_select {
-    () => {
-        "SELECT m.id, m.endpoint_row_id, m.attempts, ev.event_id, ev.body, e.url, e.endpoint_id, e.sealed_secret \
-         FROM webhook_messages m JOIN webhook_events ev ON ev.id = m.event_row_id \
-         JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
-         WHERE m.status = 'pending' AND m.next_attempt_utc <= $1 \
-         AND (m.lease_until_utc IS NULL OR m.lease_until_utc <= $1) AND e.status = 'enabled' \
-         ORDER BY m.next_attempt_utc, m.id LIMIT $2"
-    };
-}
-
 /// Leases up to `limit` due messages of enabled endpoints, oldest due first.
 pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
     if !any_due(store).await? {
         return Ok(Vec::new());
     }
     let now = store.now_utc();
-    let sql = match store.backend() {
-        Backend::Postgres => concat!(lease_select!(), " FOR UPDATE OF m SKIP LOCKED"),
-        Backend::Sqlite => lease_select!(),
-    };
+    let sql = dialect::lease_due_messages(store.backend());
     let mut tx = store.begin_write().await?;
-    let rows = sqlx::query(sql)
+    let rows: Vec<LeasedRow> = sqlx::query_as(sql)
         .bind(now)
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
     let key = store.master_key()?;
     let mut leased = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let message_row_id: i64 = row.try_get("id")?;
+    for row in rows {
         sqlx::query("UPDATE webhook_messages SET lease_until_utc = $1 WHERE id = $2")
             .bind(now + LEASE_SECONDS)
-            .bind(message_row_id)
+            .bind(row.id)
             .execute(&mut *tx)
             .await?;
-        let endpoint_id: String = row.try_get("endpoint_id")?;
-        let sealed: String = row.try_get("sealed_secret")?;
-        let sealed = hex::decode(sealed)
+        let sealed = hex::decode(&row.sealed_secret)
             .map_err(|_| Error::Internal("a sealed webhook secret is not hex".to_owned()))?;
         let signing_key = key
-            .open(&sealed, format!("webhook-secret:{endpoint_id}").as_bytes())
+            .open(
+                &sealed,
+                format!("webhook-secret:{}", row.endpoint_id).as_bytes(),
+            )
             .map_err(|_| {
                 Error::Internal("a webhook secret does not open under the master key".to_owned())
             })?;
-        let attempts: i64 = row.try_get("attempts")?;
         leased.push(DueMessage {
-            message_row_id,
-            endpoint_row_id: row.try_get("endpoint_row_id")?,
-            event_id: row.try_get("event_id")?,
-            body: row.try_get("body")?,
-            url: row.try_get("url")?,
+            message_row_id: row.id,
+            endpoint_row_id: row.endpoint_row_id,
+            event_id: row.event_id,
+            body: row.body,
+            url: row.url,
             signing_key,
-            attempt: attempts + 1,
+            attempt: row.attempts + 1,
         });
     }
     tx.commit().await?;

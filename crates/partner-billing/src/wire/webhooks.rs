@@ -101,6 +101,7 @@ pub struct WebhookEndpointList {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(Object))]
 #[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
 pub struct WebhookDelivery {
     /// The event (`evt_…`), also sent as the `webhook-id` header.
     pub event_id: String,
@@ -144,6 +145,7 @@ pub struct SetLowBalanceAlertRequest {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(Object))]
 #[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
 pub struct LowBalanceAlert {
     pub product_slug: String,
     pub low_balance_threshold: i64,

@@ -1,0 +1,195 @@
+//! Panel sessions: signing in with the account's password (throttled), the bearer token's
+//! check on every request, signing out, the password change and the purge of ended sessions.
+
+use std::net::IpAddr;
+
+use super::password::{hash_password, verify_password};
+use crate::domain::{ClientId, Password, Secret, SecretKind};
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::throttle;
+use crate::wire::Session;
+
+/// How long a panel session lasts.
+pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 60 * 60;
+
+/// A panel session unused for this long has ended (DESIGN §15).
+pub const SESSION_IDLE_SECONDS: i64 = 60 * 60;
+
+/// A session's last use is written at most this often.
+const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
+
+/// Logs in to the panel (the JSON API and the HTML panel both call this). Unknown id, wrong
+/// password and suspended account are all [`Error::Unauthorized`], at the same cost.
+///
+/// Throttled (DESIGN.md §19): failures count per client id and per `source` address; past
+/// 10 for the client id or 50 for the address within 15 minutes the answer is
+/// [`Error::RateLimited`] without the password being checked. Hashing is bounded
+/// ([`Error::Overloaded`] when too many wait).
+pub async fn create_session(
+    store: &Store,
+    client_id: &str,
+    password: Password,
+    source: Option<IpAddr>,
+) -> Result<Session> {
+    let address = source.map(|ip| ip.to_canonical().to_string());
+    throttle::check(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?;
+    if let Some(address) = &address {
+        throttle::check(store, throttle::SIGN_IN_PER_ADDRESS, address).await?;
+    }
+    let mut attempts =
+        vec![throttle::count(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?];
+    if let Some(address) = &address {
+        match throttle::count(store, throttle::SIGN_IN_PER_ADDRESS, address).await {
+            Ok(attempt) => attempts.push(attempt),
+            Err(err) => {
+                take_back(store, &attempts).await;
+                return Err(err);
+            }
+        }
+    }
+    let result = try_sign_in(store, client_id, password).await;
+    match &result {
+        // A failure stays counted; a success, or an answer that checked nothing, is taken back.
+        Err(Error::Unauthorized) => {}
+        _ => take_back(store, &attempts).await,
+    }
+    result
+}
+
+async fn take_back(store: &Store, attempts: &[throttle::Attempt]) {
+    for attempt in attempts {
+        if let Err(err) = attempt.take_back(store).await {
+            tracing::warn!(error = %err, "could not take back a sign-in attempt");
+        }
+    }
+}
+
+async fn try_sign_in(store: &Store, client_id: &str, password: Password) -> Result<Session> {
+    let row: Option<(i64, String, String)> =
+        sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
+            .bind(client_id)
+            .fetch_optional(store.pool())
+            .await?;
+    let (account_id, stored, good) = match row {
+        Some((id, password_hash, standing)) => (id, Some(password_hash), standing == "good"),
+        None => (0, None, false),
+    };
+    if !verify_password(password, stored).await? || !good {
+        return Err(Error::Unauthorized);
+    }
+    let token = Secret::generate(SecretKind::PanelSession);
+    let now = store.now_utc();
+    let expires_utc = now + SESSION_LIFETIME_SECONDS;
+    sqlx::query(
+        "INSERT INTO panel_sessions (token_hash, account_id, created_utc, expires_utc) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(token.hash())
+    .bind(account_id)
+    .bind(now)
+    .bind(expires_utc)
+    .execute(store.pool())
+    .await?;
+    Ok(Session {
+        session_token: token.expose().to_owned(),
+        expires_utc,
+    })
+}
+
+/// An account authenticated by a panel session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelAccount {
+    pub account_id: i64,
+    pub client_id: ClientId,
+}
+
+/// Checks a panel session token: unexpired (12 h after sign-in, and used within the last hour),
+/// and the account in good standing. Records the use, at most once a minute.
+pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<PanelAccount> {
+    if !token.has_shape(SecretKind::PanelSession) {
+        return Err(Error::Unauthorized);
+    }
+    let now = store.now_utc();
+    let (account_id, client_id, seen): (i64, String, i64) = sqlx::query_as(
+        "SELECT a.id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
+         FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
+         WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
+         AND COALESCE(s.last_seen_utc, s.created_utc) > $3",
+    )
+    .bind(token.hash())
+    .bind(now)
+    .bind(now - SESSION_IDLE_SECONDS)
+    .fetch_optional(store.pool())
+    .await?
+    .ok_or(Error::Unauthorized)?;
+    if now - seen >= SESSION_TOUCH_GRANULARITY_SECONDS {
+        sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
+            .bind(now)
+            .bind(token.hash())
+            .execute(store.pool())
+            .await?;
+    }
+    Ok(PanelAccount {
+        account_id,
+        client_id: ClientId::parse("clientId", &client_id)?,
+    })
+}
+
+/// Signs out: the session ends at once. An unknown or ended session is no error.
+pub async fn end_session(store: &Store, token: &Secret) -> Result<()> {
+    sqlx::query("DELETE FROM panel_sessions WHERE token_hash = $1")
+        .bind(token.hash())
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// The reseller's own password change, from a signed-in session: the current password must
+/// match; the new one must be 12-128 characters. Every other session of the account ends; the
+/// one that made the change stays.
+pub async fn change_password(
+    store: &Store,
+    account_id: i64,
+    current_session: &Secret,
+    current_password: Password,
+    new_password: &str,
+) -> Result<()> {
+    let new_password = Password::parse("newPassword", new_password)?;
+    let stored: Option<String> =
+        sqlx::query_scalar("SELECT password_hash FROM accounts WHERE id = $1")
+            .bind(account_id)
+            .fetch_optional(store.pool())
+            .await?;
+    if !verify_password(current_password, stored).await? {
+        return Err(crate::domain::InvalidField::new("currentPassword", "is incorrect").into());
+    }
+    let password_hash = hash_password(new_password).await?;
+    let mut tx = store.begin_write().await?;
+    sqlx::query("UPDATE accounts SET password_hash = $1 WHERE id = $2")
+        .bind(password_hash)
+        .bind(account_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM panel_sessions WHERE account_id = $1 AND token_hash <> $2")
+        .bind(account_id)
+        .bind(current_session.hash())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(account_id, "panel password changed; other sessions ended");
+    Ok(())
+}
+
+/// Deletes panel sessions past their 12 h lifetime or their 1 h idle limit.
+pub async fn purge_expired_sessions(store: &Store) -> Result<u64> {
+    let now = store.now_utc();
+    let result = sqlx::query(
+        "DELETE FROM panel_sessions WHERE expires_utc <= $1 \
+         OR COALESCE(last_seen_utc, created_utc) <= $2",
+    )
+    .bind(now)
+    .bind(now - SESSION_IDLE_SECONDS)
+    .execute(store.pool())
+    .await?;
+    Ok(result.rows_affected())
+}

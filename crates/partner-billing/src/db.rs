@@ -1,0 +1,203 @@
+//! The database layer: SQLite or PostgreSQL, chosen by the URL's scheme alone.
+//!
+//! Both run the same SQL through sqlx's `Any` driver (`$n` placeholders work on both). What
+//! differs lives here: connection settings, how a write transaction begins, migrations, and
+//! (in [`dialect`]) the few statements spelled differently on each. This layer knows no
+//! domain type: the modules above it pass ids and strings in and read rows out.
+
+pub mod dialect;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor, Transaction};
+
+use crate::error::{Error, Result};
+
+/// Which database a [`Db`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// The backend named by a database URL's scheme.
+    pub fn from_url(url: &str) -> Result<Self> {
+        if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Self::Postgres)
+        } else {
+            Err(Error::Internal(
+                "the database URL must start with sqlite: or postgres:".to_owned(),
+            ))
+        }
+    }
+}
+
+/// A write transaction on either backend.
+pub type Tx = Transaction<'static, Any>;
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// SQLite connections: one writes at a time whatever the count, and each costs a thread, its
+/// allocator arena and its page cache, so a few serve two cores' worth of readers.
+const SQLITE_CONNECTIONS: u32 = 4;
+
+/// How long a request waits for a database connection before answering 503.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The connection pool and which backend it talks to. Cheap to clone; every clone shares the
+/// same pool.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Db {
+    /// Connects and applies pending migrations. A SQLite file is created if missing.
+    pub async fn connect(database_url: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(database_url)?;
+        let url = match backend {
+            Backend::Sqlite if !database_url.contains("mode=") => {
+                let sep = if database_url.contains('?') { '&' } else { '?' };
+                format!("{database_url}{sep}mode=rwc")
+            }
+            _ => database_url.to_owned(),
+        };
+        if backend == Backend::Sqlite {
+            create_private_sqlite_file(database_url)?;
+        }
+        let options = AnyConnectOptions::from_str(&url).map_err(|e| {
+            Error::Internal(format!("invalid database URL: {}", redact_url_error(&e)))
+        })?;
+        let pool_options = AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT);
+        let pool = match backend {
+            Backend::Sqlite => {
+                pool_options
+                    .max_connections(SQLITE_CONNECTIONS)
+                    .after_connect(|conn, _meta| {
+                        Box::pin(async move {
+                            // WAL lets readers run beside the one writer; FULL makes each commit
+                            // durable; the busy timeout queues writers instead of failing them.
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = FULL").await?;
+                            conn.execute("PRAGMA busy_timeout = 30000").await?;
+                            // 1 MiB of page cache per connection (SQLite's default is 2 MiB).
+                            conn.execute("PRAGMA cache_size = -1024").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            // The WAL is cut back to 64 MiB after each checkpoint, so sustained
+                            // batch load never leaves it at gigabytes (DESIGN.md §19).
+                            conn.execute("PRAGMA journal_size_limit = 67108864").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(options)
+                    .await?
+            }
+            Backend::Postgres => {
+                pool_options
+                    .max_connections(16)
+                    .connect_with(options)
+                    .await?
+            }
+        };
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| Error::Internal(format!("migration failed: {e}")))?;
+        Ok(Self { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The pool, for reads that need no transaction.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Begins a write transaction. SQLite takes the write lock up front (`BEGIN IMMEDIATE`), so
+    /// a read never has to upgrade to a write under concurrency.
+    pub async fn begin_write(&self) -> Result<Tx> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    /// Moves the SQLite WAL into the database and truncates it (a no-op on PostgreSQL); run
+    /// now and then, so that the WAL stays small between the automatic checkpoints.
+    pub async fn checkpoint(&self) -> Result<()> {
+        if self.backend == Backend::Sqlite {
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for connections to return.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Creates a missing SQLite database file empty with mode 0600 before SQLite opens it: SQLite
+/// then creates its `-wal` and `-shm` files with the database file's mode, so every file of
+/// the database is private (DESIGN.md §19). An existing file is left as it is.
+fn create_private_sqlite_file(database_url: &str) -> Result<()> {
+    let Some(path) = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest))
+    else {
+        return Ok(());
+    };
+    if path.is_empty() || path.starts_with(':') || database_url.contains("mode=memory") {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        // A directory that does not exist: SQLite reports it in its own words.
+        Err(_) => Ok(()),
+    }
+}
+
+/// Never echo a URL back: it may hold a password.
+fn redact_url_error(err: &sqlx::Error) -> String {
+    match err {
+        sqlx::Error::Configuration(_) => "unparseable or unsupported".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether an error is a unique-constraint violation.
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|db| matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation))
+}

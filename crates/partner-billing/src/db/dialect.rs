@@ -1,0 +1,59 @@
+//! The statements spelled differently on SQLite and PostgreSQL, so that no module above the
+//! database layer asks which backend it runs on.
+//!
+//! SQLite has one writer at a time: every write transaction begins with `BEGIN IMMEDIATE`
+//! and holds the whole database, so row locks and advisory locks have nothing to add there.
+//! PostgreSQL writers run side by side and lock what they touch.
+
+use super::{Backend, Tx};
+use crate::error::Result;
+
+/// Locks the account's row until the transaction ends and reads its client id: `FOR UPDATE`
+/// on PostgreSQL; on SQLite `BEGIN IMMEDIATE` already serialises writers.
+pub(crate) async fn lock_account(backend: Backend, tx: &mut Tx, account_id: i64) -> Result<String> {
+    let sql = match backend {
+        Backend::Sqlite => "SELECT client_id FROM accounts WHERE id = $1",
+        Backend::Postgres => "SELECT client_id FROM accounts WHERE id = $1 FOR UPDATE",
+    };
+    Ok(sqlx::query_scalar(sql)
+        .bind(account_id)
+        .fetch_one(&mut **tx)
+        .await?)
+}
+
+/// Takes a transaction-scoped lock on `name` across processes if no one holds it; `false`
+/// when another transaction does. PostgreSQL: an advisory lock on the name's hash; SQLite:
+/// always `true`, its write lock being held already.
+pub(crate) async fn try_lock_name(backend: Backend, tx: &mut Tx, name: &str) -> Result<bool> {
+    match backend {
+        Backend::Sqlite => Ok(true),
+        Backend::Postgres => Ok(sqlx::query_scalar(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
+        )
+        .bind(name)
+        .fetch_one(&mut **tx)
+        .await?),
+    }
+}
+
+/// The pick of due webhook messages; PostgreSQL appends its row-lock clause.
+macro_rules! lease_select {
+    () => {
+        "SELECT m.id, m.endpoint_row_id, m.attempts, ev.event_id, ev.body, e.url, e.endpoint_id, e.sealed_secret \
+         FROM webhook_messages m JOIN webhook_events ev ON ev.id = m.event_row_id \
+         JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
+         WHERE m.status = 'pending' AND m.next_attempt_utc <= $1 \
+         AND (m.lease_until_utc IS NULL OR m.lease_until_utc <= $1) AND e.status = 'enabled' \
+         ORDER BY m.next_attempt_utc, m.id LIMIT $2"
+    };
+}
+
+/// Up to `$2` due messages of enabled endpoints at `$1`, oldest due first; on PostgreSQL
+/// locked and skipping rows another worker has locked, so workers never lease one message
+/// twice.
+pub(crate) fn lease_due_messages(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => concat!(lease_select!(), " FOR UPDATE OF m SKIP LOCKED"),
+        Backend::Sqlite => lease_select!(),
+    }
+}

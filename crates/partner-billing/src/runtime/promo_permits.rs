@@ -1,0 +1,62 @@
+//! Turns to generate a promo batch: a few per process, fewer per account.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
+
+use crate::error::{Error, Result};
+
+/// Promo batches drawn and stored at once per process. Each holds up to 1000 codes, their
+/// hashes, the sealed payload and a 2000-parameter statement (about 1 MB); the database writes
+/// them one at a time anyway, so more in parallel only hold memory while they queue.
+const PROMO_BATCHES_AT_ONCE: usize = 4;
+
+/// Promo batches of one account generated at once per process: below the global count, so
+/// one account's batches never hold every slot and other accounts are not queued behind
+/// them (DESIGN.md §19). An account's further batches wait holding no global slot.
+pub const PROMO_BATCHES_PER_ACCOUNT: usize = 2;
+
+/// The process's permits and each account's.
+#[derive(Debug, Clone)]
+pub(crate) struct PromoPermits {
+    global: Arc<Semaphore>,
+    accounts: Arc<Mutex<HashMap<i64, Arc<Semaphore>>>>,
+}
+
+impl Default for PromoPermits {
+    fn default() -> Self {
+        Self {
+            global: Arc::new(Semaphore::new(PROMO_BATCHES_AT_ONCE)),
+            accounts: Arc::default(),
+        }
+    }
+}
+
+impl PromoPermits {
+    /// Waits for a turn: first one of the account's [`PROMO_BATCHES_PER_ACCOUNT`], then one
+    /// of the process's [`PROMO_BATCHES_AT_ONCE`].
+    pub(crate) async fn acquire(&self, account_id: i64) -> Result<PromoPermit<'_>> {
+        let closed = |_| Error::Internal("promo permits closed".to_owned());
+        let account = {
+            let mut map = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(
+                map.entry(account_id)
+                    .or_insert_with(|| Arc::new(Semaphore::new(PROMO_BATCHES_PER_ACCOUNT))),
+            )
+        };
+        let account = account.acquire_owned().await.map_err(closed)?;
+        let global = self.global.acquire().await.map_err(closed)?;
+        Ok(PromoPermit {
+            _account: account,
+            _global: global,
+        })
+    }
+}
+
+/// A turn to generate a promo batch: the account's slot and a global one, released on drop.
+#[derive(Debug)]
+pub(crate) struct PromoPermit<'a> {
+    _account: tokio::sync::OwnedSemaphorePermit,
+    _global: tokio::sync::SemaphorePermit<'a>,
+}

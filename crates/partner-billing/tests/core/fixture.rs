@@ -1,0 +1,61 @@
+//! A reseller with an API key and a plan, as most core tests start.
+
+use partner_billing::accounts::create_reseller;
+use partner_billing::domain::{ClientId, IdempotencyKey, Password, PlanSlug, Secret};
+use partner_billing::keys::{PartnerAccount, authenticate_api_key, create_api_key};
+use partner_billing::plans::{NewPlan, create_plan};
+use partner_billing::quota::credit;
+use partner_billing::store::Store;
+
+pub const PLAN: &str = "pro";
+
+/// A reseller authenticated by a fresh key, holding `units` of plan [`PLAN`].
+pub struct Reseller {
+    pub account: PartnerAccount,
+    pub client_id: ClientId,
+}
+
+pub fn plan() -> PlanSlug {
+    PlanSlug::parse("planSlug", PLAN).unwrap()
+}
+
+pub fn key(text: &str) -> IdempotencyKey {
+    IdempotencyKey::parse("idempotencyKey", text).unwrap()
+}
+
+/// The account's row id, as the panel knows it.
+pub async fn account_id(store: &Store, client_id: &ClientId) -> i64 {
+    sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+pub async fn reseller(store: &Store, units: i64) -> Reseller {
+    if partner_billing::plans::list_plans(store)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        let new_plan = NewPlan::new(plan(), "Pro", Some(30), Some(1), Some(30)).unwrap();
+        create_plan(store, new_plan).await.unwrap();
+    }
+    let password = Password::parse("password", "correct horse battery").unwrap();
+    let client_id = create_reseller(store, "Reseller", password).await.unwrap();
+    if units > 0 {
+        credit(store, &client_id, &plan(), units, "top-up")
+            .await
+            .unwrap();
+    }
+    let id = account_id(store, &client_id).await;
+    let created = create_api_key(store, id, Some("main")).await.unwrap();
+    let account = authenticate_api_key(
+        store,
+        &created.client_id,
+        &Secret::from_presented(created.secret),
+    )
+    .await
+    .unwrap();
+    Reseller { account, client_id }
+}

@@ -1,0 +1,104 @@
+use partner_billing::Error;
+use partner_billing::domain::Secret;
+use partner_billing::keys::{
+    authenticate_api_key, create_api_key, list_api_keys, revoke_api_key, roll_api_key,
+};
+use partner_billing::store::Store;
+use partner_billing::wire::CreatedApiKey;
+
+use crate::fixture::reseller;
+
+async fn authenticate(store: &Store, key: &CreatedApiKey) -> Result<i64, Error> {
+    authenticate_api_key(
+        store,
+        &key.client_id,
+        &Secret::from_presented(key.secret.clone()),
+    )
+    .await
+    .map(|account| account.account_id)
+}
+
+async fn a_created_key_authenticates_until_revoked(store: Store) {
+    let r = reseller(&store, 0).await;
+    let id = r.account.account_id;
+    let key = create_api_key(&store, id, Some("second")).await.unwrap();
+    assert_eq!(authenticate(&store, &key).await.unwrap(), id);
+    let wrong = CreatedApiKey {
+        secret: format!("{}x", key.secret),
+        ..key.clone()
+    };
+    assert!(matches!(
+        authenticate(&store, &wrong).await,
+        Err(Error::Unauthorized)
+    ));
+    revoke_api_key(&store, id, &key.api_key_id).await.unwrap();
+    revoke_api_key(&store, id, &key.api_key_id)
+        .await
+        .expect("revoking again succeeds");
+    assert!(matches!(
+        authenticate(&store, &key).await,
+        Err(Error::Unauthorized)
+    ));
+    let listed = list_api_keys(&store, id).await.unwrap();
+    let shown = listed
+        .api_keys
+        .iter()
+        .find(|k| k.api_key_id == key.api_key_id)
+        .unwrap();
+    assert_eq!(shown.status, "revoked");
+    assert_eq!(shown.name.as_deref(), Some("second"));
+}
+
+async fn a_rolled_key_stops_at_its_expiry(store: Store) {
+    let r = reseller(&store, 0).await;
+    let id = r.account.account_id;
+    let old = create_api_key(&store, id, Some("rolled")).await.unwrap();
+    let new = roll_api_key(&store, id, &old.api_key_id, Some(0))
+        .await
+        .unwrap();
+    assert_eq!(new.name.as_deref(), Some("rolled"));
+    assert_eq!(authenticate(&store, &new).await.unwrap(), id);
+    assert!(matches!(
+        authenticate(&store, &old).await,
+        Err(Error::Unauthorized)
+    ));
+    let listed = list_api_keys(&store, id).await.unwrap();
+    let status = |key: &CreatedApiKey| {
+        listed
+            .api_keys
+            .iter()
+            .find(|k| k.api_key_id == key.api_key_id)
+            .map(|k| k.status.clone())
+    };
+    assert_eq!(status(&old).as_deref(), Some("expired"));
+    assert_eq!(status(&new).as_deref(), Some("active"));
+    let err = roll_api_key(&store, id, &old.api_key_id, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ApiKeyNotFound), "{err:?}");
+}
+
+async fn an_account_holds_at_most_five_active_keys(store: Store) {
+    let r = reseller(&store, 0).await;
+    let id = r.account.account_id;
+    for _ in 0..4 {
+        create_api_key(&store, id, None).await.unwrap();
+    }
+    let err = create_api_key(&store, id, None).await.unwrap_err();
+    assert!(matches!(err, Error::ApiKeyLimitReached), "{err:?}");
+    let other = reseller(&store, 0).await;
+    let foreign = revoke_api_key(
+        &store,
+        other.account.account_id,
+        r.account.api_key_id.as_str(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(foreign, Error::ApiKeyNotFound), "{foreign:?}");
+}
+
+on_both_databases!(
+    a_created_key_authenticates_until_revoked,
+    a_rolled_key_stops_at_its_expiry,
+    an_account_holds_at_most_five_active_keys,
+);

@@ -1,0 +1,12 @@
+//! The core's functions, called directly, each on SQLite and on PostgreSQL (see `kit`).
+
+#[path = "../kit/mod.rs"]
+#[macro_use]
+mod kit;
+
+mod accounts;
+mod fixture;
+mod idempotency;
+mod keys;
+mod promo;
+mod quota;

@@ -1,0 +1,68 @@
+use partner_billing::Error;
+use partner_billing::promo::{GeneratePromoBatch, generate_promo_batch};
+use partner_billing::quota::{audit_verify, balances, credit, ledger};
+use partner_billing::store::Store;
+
+use crate::fixture::{key, plan, reseller};
+
+async fn credit_adds_to_the_balance_and_the_ledger(store: Store) {
+    let r = reseller(&store, 10).await;
+    let balance = credit(&store, &r.client_id, &plan(), 5, "more")
+        .await
+        .unwrap();
+    assert_eq!(balance.remaining_balance, 15);
+    let shown = balances(&store, r.account.account_id).await.unwrap();
+    assert_eq!(shown.balances.len(), 1);
+    assert_eq!(shown.balances[0].product_slug, "pro");
+    assert_eq!(shown.balances[0].remaining_balance, 15);
+    let entries = ledger(&store, &r.client_id, None).await.unwrap();
+    let deltas: Vec<(String, i64, i64)> = entries
+        .iter()
+        .map(|e| (e.kind.clone(), e.delta, e.balance_after))
+        .collect();
+    assert_eq!(
+        deltas,
+        [("credit".into(), 10, 10), ("credit".into(), 5, 15)]
+    );
+    assert_eq!(entries[1].reason.as_deref(), Some("more"));
+    assert!(
+        credit(&store, &r.client_id, &plan(), 0, "none")
+            .await
+            .is_err()
+    );
+}
+
+async fn a_debit_charges_once_and_never_below_zero(store: Store) {
+    let r = reseller(&store, 3).await;
+    let batch = |count, text| GeneratePromoBatch {
+        plan: plan(),
+        count,
+        idempotency_key: key(text),
+    };
+    let charged = generate_promo_batch(&store, &r.account, batch(2, "debit-one"))
+        .await
+        .unwrap();
+    assert_eq!(charged.value.remaining_balance, 1);
+    let refused = generate_promo_batch(&store, &r.account, batch(2, "debit-two"))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::InsufficientQuota), "{refused:?}");
+    let shown = balances(&store, r.account.account_id).await.unwrap();
+    assert_eq!(shown.balances[0].remaining_balance, 1);
+    let entries = ledger(&store, &r.client_id, Some(&plan())).await.unwrap();
+    assert_eq!(entries.len(), 2, "the refused debit wrote no entry");
+    assert_eq!(entries[1].kind, "promo_batch");
+    assert_eq!(entries[1].delta, -2);
+    assert_eq!(
+        entries[1].reference.as_deref(),
+        Some(charged.value.order_public_id.as_str())
+    );
+    let audit = audit_verify(&store).await.unwrap();
+    assert_eq!(audit.balances_checked, 1);
+    assert!(audit.discrepancies.is_empty());
+}
+
+on_both_databases!(
+    credit_adds_to_the_balance_and_the_ledger,
+    a_debit_charges_once_and_never_below_zero,
+);
