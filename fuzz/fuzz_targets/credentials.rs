@@ -7,7 +7,8 @@
 //! markers, and the endpoint. Checked on every input:
 //!
 //! - nothing panics and no answer is a 5xx;
-//! - every 401 is the empty one, with `WWW-Authenticate: Basic realm="partner-billing"`;
+//! - every 401 is the empty one, with `WWW-Authenticate: Basic realm="partner-billing"` on the
+//!   partner API and `Bearer realm="partner-billing"` on the panel and product APIs;
 //! - a partner request with a browser marker is the 403 `Request.BrowserOriginForbidden`;
 //! - `GET /v1/billing/partner/balances` is 200 exactly when the valid key is presented in the
 //!   form that decides (both dedicated headers, else HTTP Basic), and 401 otherwise.
@@ -39,7 +40,7 @@ use partner_billing::keys;
 use partner_billing::operators;
 use partner_billing::promo::{display_code, normalize_code};
 use partner_billing::store::Store;
-use partner_billing_server::{AppState, WWW_AUTHENTICATE, app};
+use partner_billing_server::{AppState, WWW_AUTHENTICATE, WWW_AUTHENTICATE_BEARER, app};
 
 /// The app and the valid credentials it knows.
 struct Fixture {
@@ -431,9 +432,14 @@ fuzz_target!(|input: Input| {
             content_type.is_none(),
             "a 401 with a content type for {input:?}"
         );
+        // API keys are challenged with Basic; panel sessions and operator tokens with Bearer.
+        let challenge = match &input.target {
+            Target::Balances | Target::IssueLicense { .. } => WWW_AUTHENTICATE,
+            Target::PanelAccount | Target::UserLicenses { .. } => WWW_AUTHENTICATE_BEARER,
+        };
         assert_eq!(
             www_authenticate.as_ref().and_then(|v| v.to_str().ok()),
-            Some(WWW_AUTHENTICATE)
+            Some(challenge)
         );
     } else {
         assert!(

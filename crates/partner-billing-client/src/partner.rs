@@ -17,7 +17,7 @@ use crate::retry::RetryPolicy;
 const PARTNER: [&str; 3] = ["v1", "billing", "partner"];
 
 /// The most codes one promo batch request may ask for.
-pub const MAX_PROMO_BATCH_COUNT: u32 = 1000;
+pub const MAX_PROMO_BATCH_COUNT: u32 = partner_billing::limits::PROMO_BATCH_MAX_CODES as u32;
 
 /// The result of a write, with what a caller needs to reconcile it.
 #[derive(Debug, Clone, PartialEq, Eq)]

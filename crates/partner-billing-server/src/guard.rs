@@ -2,24 +2,36 @@
 //! product APIs (and cross-site ones out of the panel), and an API key is told it cannot
 //! manage keys.
 
-use poem::http::header;
+use poem::http::{HeaderValue, StatusCode, header};
 use poem::{Endpoint, IntoResponse, Request, Response};
 
 use partner_billing::wire::ErrorCode;
 
-use crate::problem::ApiError;
+use crate::problem::{ApiError, Challenge};
 
 const PARTNER_PREFIX: &str = "/v1/billing/partner";
 const PRODUCT_PREFIX: &str = "/v1/billing/product";
 const PANEL_PREFIX: &str = "/v1/billing/resellers";
 const SESSIONS_PATH: &str = "/v1/billing/resellers/sessions";
 
-/// Refuses what must never reach a handler, or passes the request on.
+/// Refuses what must never reach a handler, or passes the request on. Every 401 leaves here
+/// with the challenge of its route (`Basic` for API keys, `Bearer` for sessions and tokens).
 pub async fn guard<E: Endpoint>(ep: &E, req: Request) -> poem::Result<Response> {
     if let Some(refusal) = refusal(&req) {
         return Ok(refusal.into_response());
     }
-    ep.call(req).await.map(IntoResponse::into_response)
+    let challenge = Challenge::for_path(req.uri().path());
+    let mut response = match ep.call(req).await {
+        Ok(response) => response.into_response(),
+        Err(err) => err.into_response(),
+    };
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge.header_value()),
+        );
+    }
+    Ok(response)
 }
 
 fn refusal(req: &Request) -> Option<ApiError> {

@@ -6,7 +6,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use crate::ApiTags;
 use crate::AppState;
-use crate::problem::ApiError;
+use crate::errors;
+use crate::problem::{ApiError, OpResult};
 use partner_billing::wire::ErrorCode;
 
 /// `GET /healthz`.
@@ -30,7 +31,7 @@ pub enum HealthResponse {
 impl HealthApi {
     /// Health check: 200 when the database answers, else 503 `Service.Unavailable`.
     #[oai(path = "/healthz", method = "get", operation_id = "health")]
-    async fn health(&self, state: Data<&AppState>) -> Result<HealthResponse, ApiError> {
+    async fn health(&self, state: Data<&AppState>) -> OpResult<HealthResponse, errors::Health> {
         match state.store.ping().await {
             Ok(()) => Ok(HealthResponse::Ok(Json(Health {
                 status: "ok".to_owned(),
@@ -40,7 +41,8 @@ impl HealthApi {
                 Err(ApiError::new(
                     ErrorCode::ServiceUnavailable,
                     "The database does not answer.",
-                ))
+                )
+                .into())
             }
         }
     }

@@ -9,6 +9,8 @@ mod auth;
 mod body;
 pub mod command;
 pub mod connections;
+mod document;
+pub mod errors;
 mod guard;
 mod headers;
 mod health;
@@ -38,7 +40,10 @@ use partner_billing::wire::ErrorCode;
 
 pub use body::MAX_BODY_BYTES;
 pub use metrics::Metrics;
-pub use problem::{ApiError, PROBLEM_JSON, WWW_AUTHENTICATE, unauthorized_response};
+pub use problem::{
+    ApiError, Challenge, PROBLEM_JSON, WWW_AUTHENTICATE, WWW_AUTHENTICATE_BEARER,
+    unauthorized_response,
+};
 pub use serve::{ServeOptions, serve, serve_with};
 
 /// What every handler shares: the store and the app's metrics. Passed as poem `Data`, so the
@@ -79,7 +84,12 @@ failure is a 401 with an empty body. Errors are RFC 9457 `application/problem+js
 `code`. Every write takes an `idempotencyKey`: retry with the same key and you are never charged \
 twice.\n\nThe product API (`/v1/billing/product`) is for the product's own backend: it registers \
 end-user logins, redeems promo codes and lists a login's licenses, with an operator token sent as \
-`Authorization: Bearer rso_…`; no other credential is accepted there.";
+`Authorization: Bearer rso_…`; no other credential is accepted there.\n\n\
+**Trying it out from this page:** the partner and product APIs are server-to-server only and \
+refuse every request a browser sends (`403 Request.BrowserOriginForbidden`, before credentials \
+are read), so \"Try it out\" on them cannot succeed here: use it to see the `curl` command, \
+and run that from a terminal or a server. The panel API answers requests from this page's own \
+origin.";
 
 fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
@@ -97,95 +107,8 @@ fn service() -> OpenApiService<Apis, ()> {
 }
 
 /// The published OpenAPI document, as committed in `openapi/partner-billing.json`.
-///
-/// poem-openapi declares the `X-Client-Id` scheme alone; the secret header is part of the same
-/// credential, so the document declares both as one requirement (or HTTP Basic instead).
 pub fn openapi_document() -> String {
-    let mut doc: Value = serde_json::from_str(&service().spec()).expect("poem-openapi emits JSON");
-    if let Some(schemes) = doc
-        .pointer_mut("/components/securitySchemes")
-        .and_then(Value::as_object_mut)
-    {
-        schemes.insert(
-            "ClientSecret".to_owned(),
-            serde_json::json!({
-                "type": "apiKey",
-                "in": "header",
-                "name": "X-Client-Secret",
-                "description": "The API key's secret (`rss_…`); send it with `X-Client-Id`."
-            }),
-        );
-    }
-    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
-        for operation in paths
-            .values_mut()
-            .filter_map(Value::as_object_mut)
-            .flat_map(|p| p.values_mut())
-        {
-            let Some(security) = operation.get_mut("security").and_then(Value::as_array_mut) else {
-                continue;
-            };
-            for requirement in security.iter_mut().filter_map(Value::as_object_mut) {
-                if requirement.contains_key("ClientId") {
-                    requirement.insert("ClientSecret".to_owned(), Value::Array(vec![]));
-                }
-            }
-        }
-    }
-    // Request bodies refuse unknown fields (`deny_unknown_fields`); say so in their schemas.
-    let request_schemas: Vec<String> = doc["paths"]
-        .as_object()
-        .into_iter()
-        .flat_map(|paths| paths.values())
-        .filter_map(Value::as_object)
-        .flat_map(|operations| operations.values())
-        .filter_map(|operation| operation.pointer("/requestBody/content"))
-        .filter_map(Value::as_object)
-        .flat_map(|content| content.values())
-        .filter_map(|media| media.pointer("/schema/$ref").and_then(Value::as_str))
-        .filter_map(|reference| reference.strip_prefix("#/components/schemas/"))
-        .map(str::to_owned)
-        .collect();
-    for name in request_schemas {
-        if let Some(schema) = doc
-            .pointer_mut(&format!("/components/schemas/{name}"))
-            .and_then(Value::as_object_mut)
-        {
-            schema.insert("additionalProperties".to_owned(), Value::Bool(false));
-        }
-    }
-    // Optional members are sent as `null` (e.g. `expiresUtc`), which OpenAPI 3.0 must be told.
-    if let Some(schemas) = doc
-        .pointer_mut("/components/schemas")
-        .and_then(Value::as_object_mut)
-    {
-        for schema in schemas.values_mut().filter_map(Value::as_object_mut) {
-            let required: Vec<Value> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            for (name, property) in properties.iter_mut() {
-                let optional = !required.iter().any(|r| r == name.as_str());
-                if let (true, Some(property)) = (optional, property.as_object_mut()) {
-                    property.insert("nullable".to_owned(), Value::Bool(true));
-                }
-            }
-        }
-    }
-    // Event types are a closed set; poem-openapi has no enum for the items of a `Vec<String>`.
-    if let Some(items) = doc
-        .pointer_mut("/components/schemas/CreateWebhookEndpointRequest/properties/eventTypes/items")
-    {
-        items["enum"] = serde_json::json!(partner_billing::wire::WEBHOOK_EVENT_TYPES);
-    }
-    let mut text = serde_json::to_string_pretty(&doc).expect("a JSON value serialises");
-    text.push('\n');
-    text
+    document::complete(&service().spec())
 }
 
 /// How the app is reached, for what only the transport decides (DESIGN.md §2, §18).

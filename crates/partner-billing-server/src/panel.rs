@@ -17,14 +17,15 @@ use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PanelAuth;
 use crate::body::{JsonBody, OptionalJsonBody};
-use crate::problem::{ApiError, ApiResult};
+use crate::errors;
+use crate::problem::{ApiError, ApiResult, OpResult};
 
 /// Endpoints under `/v1/billing/resellers`.
 pub struct PanelApi;
 
 /// `maxLength` of `SessionRequest.clientId` and `.password` in the document.
-const MAX_CLIENT_ID_CHARS: usize = 64;
-const MAX_PASSWORD_CHARS: usize = 1024;
+const MAX_CLIENT_ID_CHARS: usize = partner_billing::limits::PRESENTED_CLIENT_ID_MAX_CHARS;
+const MAX_PASSWORD_CHARS: usize = partner_billing::limits::PRESENTED_PASSWORD_MAX_CHARS;
 
 /// `Request.ValidationFailed` naming `field` when `value` has more than `max` characters.
 fn at_most_chars(field: &str, value: &str, max: usize) -> ApiResult<()> {
@@ -79,6 +80,20 @@ pub enum SignedOutResponse {
     SignedOut,
 }
 
+#[derive(ApiResponse)]
+pub enum AccountResponse {
+    /// The account: its client id, name and standing.
+    #[oai(status = 200)]
+    Ok(Json<ResellerAccount>),
+}
+
+#[derive(ApiResponse)]
+pub enum ApiKeyListResponse {
+    /// Every key of the account, oldest first, revoked and expired ones included.
+    #[oai(status = 200)]
+    Ok(Json<ApiKeyList>),
+}
+
 #[OpenApi(prefix_path = "/v1/billing/resellers", tag = "ApiTags::Panel")]
 impl PanelApi {
     /// Log in to the panel.
@@ -92,7 +107,7 @@ impl PanelApi {
         state: Data<&AppState>,
         peer: &RemoteAddr,
         body: JsonBody<SessionRequest>,
-    ) -> ApiResult<SessionResponse> {
+    ) -> OpResult<SessionResponse, errors::CreateSession> {
         // Out of the bounds the document declares: malformed (400), not a failed login.
         at_most_chars("clientId", &body.0.client_id, MAX_CLIENT_ID_CHARS)?;
         at_most_chars("password", &body.0.password, MAX_PASSWORD_CHARS)?;
@@ -112,11 +127,11 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
-    ) -> ApiResult<Json<ResellerAccount>> {
+    ) -> OpResult<AccountResponse, errors::PanelRead> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(
+        Ok(AccountResponse::Ok(Json(
             accounts::account_profile(&state.store, account.account_id).await?,
-        ))
+        )))
     }
 
     /// Create an API key.
@@ -131,7 +146,7 @@ impl PanelApi {
         auth: PanelAuth,
         /// Optional: `{"name": "…"}`; the body may be left out.
         body: OptionalJsonBody<CreateApiKeyRequest>,
-    ) -> ApiResult<CreateApiKeyResponse> {
+    ) -> OpResult<CreateApiKeyResponse, errors::CreateApiKey> {
         let account = auth.verify(&state.store).await?;
         let key =
             keys::create_api_key(&state.store, account.account_id, body.0.name.as_deref()).await?;
@@ -144,11 +159,11 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
-    ) -> ApiResult<Json<ApiKeyList>> {
+    ) -> OpResult<ApiKeyListResponse, errors::PanelRead> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(
+        Ok(ApiKeyListResponse::Ok(Json(
             keys::list_api_keys(&state.store, account.account_id).await?,
-        ))
+        )))
     }
 
     /// Revoke an API key; it is refused from the very next request.
@@ -164,7 +179,7 @@ impl PanelApi {
         /// The key to revoke (`rsk_…`).
         #[oai(name = "apiKeyId")]
         api_key_id: Path<String>,
-    ) -> ApiResult<RevokeApiKeyResponse> {
+    ) -> OpResult<RevokeApiKeyResponse, errors::RevokeApiKey> {
         let account = auth.verify(&state.store).await?;
         keys::revoke_api_key(&state.store, account.account_id, &api_key_id.0).await?;
         Ok(RevokeApiKeyResponse::Revoked)
@@ -191,7 +206,7 @@ impl PanelApi {
         api_key_id: Path<String>,
         /// Optional: `{"expiresInSeconds": N}`; the body may be left out.
         body: OptionalJsonBody<RollApiKeyRequest>,
-    ) -> ApiResult<RollApiKeyResponse> {
+    ) -> OpResult<RollApiKeyResponse, errors::RollApiKey> {
         let account = auth.verify(&state.store).await?;
         let key = keys::roll_api_key(
             &state.store,
@@ -213,7 +228,7 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
-    ) -> ApiResult<SignedOutResponse> {
+    ) -> OpResult<SignedOutResponse, errors::PanelRead> {
         let token = auth.token();
         accounts::authenticate_session(&state.store, &token).await?;
         accounts::end_session(&state.store, &token).await?;
@@ -230,7 +245,7 @@ impl PanelApi {
         state: Data<&AppState>,
         auth: PanelAuth,
         body: JsonBody<ChangePasswordRequest>,
-    ) -> ApiResult<PasswordChangedResponse> {
+    ) -> OpResult<PasswordChangedResponse, errors::ChangePassword> {
         at_most_chars(
             "currentPassword",
             &body.0.current_password,

@@ -15,7 +15,8 @@ use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PartnerAuth;
 use crate::body::JsonBody;
-use crate::problem::ApiResult;
+use crate::errors;
+use crate::problem::OpResult;
 
 /// Endpoints under `/v1/billing/partner`.
 pub struct PartnerApi;
@@ -42,6 +43,13 @@ pub enum PromoBatchResponse {
     ),
 }
 
+#[derive(ApiResponse)]
+pub enum BalancesResponse {
+    /// The account's balance of every product ever credited to it, sorted by slug.
+    #[oai(status = 200)]
+    Ok(Json<Balances>),
+}
+
 #[OpenApi(prefix_path = "/v1/billing/partner", tag = "ApiTags::Partner")]
 impl PartnerApi {
     /// Remaining quota per product.
@@ -53,11 +61,11 @@ impl PartnerApi {
         &self,
         state: Data<&AppState>,
         auth: PartnerAuth,
-    ) -> ApiResult<Json<Balances>> {
+    ) -> OpResult<BalancesResponse, errors::GetBalances> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(
+        Ok(BalancesResponse::Ok(Json(
             quota::balances(&state.store, account.account_id).await?,
-        ))
+        )))
     }
 
     /// Issue one subscription directly to a registered end user.
@@ -71,7 +79,7 @@ impl PartnerApi {
         state: Data<&AppState>,
         auth: PartnerAuth,
         body: JsonBody<IssueLicenseRequest>,
-    ) -> ApiResult<IssueLicenseResponse> {
+    ) -> OpResult<IssueLicenseResponse, errors::IssueLicense> {
         let account = auth.verify(&state.store).await?;
         let request = IssueLicense::try_from(&body.0)?;
         let outcome = licenses::issue_license(&state.store, &account, request).await?;
@@ -99,7 +107,7 @@ impl PartnerApi {
         state: Data<&AppState>,
         auth: PartnerAuth,
         body: JsonBody<GeneratePromoBatchRequest>,
-    ) -> ApiResult<PromoBatchResponse> {
+    ) -> OpResult<PromoBatchResponse, errors::GeneratePromoBatch> {
         let account = auth.verify(&state.store).await?;
         let request = GeneratePromoBatch::try_from(&body.0)?;
         let outcome = promo::generate_promo_batch(&state.store, &account, request).await?;

@@ -1,9 +1,15 @@
 //! Every error response, in one place: the empty 401 and RFC 9457 problem bodies.
 
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::{Mutex, OnceLock};
+
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{IntoResponse, Response};
 use poem_openapi::ApiResponse;
-use poem_openapi::registry::{MetaHeader, MetaMediaType, MetaResponse, MetaResponses, Registry};
+use poem_openapi::registry::{
+    MetaHeader, MetaMediaType, MetaResponse, MetaResponses, MetaSchemaRef, Registry,
+};
 use poem_openapi::types::Type;
 
 use partner_billing::Error;
@@ -13,8 +19,11 @@ use partner_billing::wire::{ErrorCode, Problem};
 /// The media type of problem bodies.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// The realm announced on every 401.
+/// The challenge of every 401 of the partner API (API keys).
 pub const WWW_AUTHENTICATE: &str = r#"Basic realm="partner-billing""#;
+
+/// The challenge of every 401 of the panel and product APIs (panel sessions, operator tokens).
+pub const WWW_AUTHENTICATE_BEARER: &str = r#"Bearer realm="partner-billing""#;
 
 /// An error answer of the API.
 #[derive(Debug)]
@@ -29,13 +38,9 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// A problem with its code's status and title.
+    /// A problem with its code's status and title: each code has exactly one status
+    /// ([`ErrorCode::status`]), so the document's per-status lists hold.
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
-        Self::with_status(code, code.status(), detail)
-    }
-
-    /// A problem whose status differs from its code's usual one (413, 404 for routes).
-    pub fn with_status(code: ErrorCode, status: u16, detail: impl Into<String>) -> Self {
         let retry_after = match code {
             ErrorCode::RequestInProgress => Some(1),
             ErrorCode::ServiceUnavailable => Some(2),
@@ -45,7 +50,7 @@ impl ApiError {
             problem: Box::new(Problem {
                 problem_type: code.type_uri(),
                 title: code.title().to_owned(),
-                status,
+                status: code.status(),
                 detail: detail.into(),
                 code: code.as_str().to_owned(),
                 field: None,
@@ -193,7 +198,9 @@ impl From<InvalidField> for ApiError {
     }
 }
 
-/// The one 401 of the service: empty body, the same headers whatever the cause.
+/// The one 401 of the service: empty body, the same headers whatever the cause. The browser
+/// guard (`guard::guard`) sets the challenge of the route: this `Basic` one on the partner API,
+/// `Bearer` on the panel and product APIs.
 pub fn unauthorized_response() -> Response {
     Response::builder()
         .status(StatusCode::UNAUTHORIZED)
@@ -233,93 +240,210 @@ impl From<ApiError> for poem::Error {
     }
 }
 
-/// The statuses documented for every operation's errors.
-const DOCUMENTED: &[(u16, &str)] = &[
-    (
-        400,
-        "`Request.ValidationFailed`: a malformed body or parameter; `field` names it.",
-    ),
-    (
-        402,
-        "`Reseller.InsufficientQuota`: the balance is below the cost; nothing consumed.",
-    ),
-    (
-        403,
-        "`Request.BrowserOriginForbidden` or `Reseller.PanelSessionRequired`.",
-    ),
-    (
-        404,
-        "`Reseller.ApiKeyNotFound`; `Reseller.WebhookEndpointNotFound`; `Promo.CodeNotFound` (an unknown or malformed promo code); or no such route.",
-    ),
-    (
-        409,
-        "`Reseller.RequestInProgress` (with `Retry-After`), `Reseller.ApiKeyLimitReached`, `Reseller.WebhookEndpointLimitReached`, `Promo.CodeExhausted` (the code's redemptions are used up) or `Promo.AlreadyRedeemed` (this login redeemed this code before).",
-    ),
-    (
-        410,
-        "`Reseller.PromoCodesExpired`: the batch's codes are past their 72-hour recovery window; `orderPublicId` and `batchId` name it; nothing charged. `Promo.CodeExpired`: the promo code is past its batch's validity.",
-    ),
-    (413, "`Request.PayloadTooLarge`: the body is over 16 KiB."),
-    (
-        422,
-        "`Reseller.UnknownPlan`, `Reseller.UnknownLogin` or `Reseller.IdempotencyKeyReused`.",
-    ),
-    (
-        429,
-        "`Promo.TooManyAttempts` (with `Retry-After`, in seconds): too many failed redemptions for this login. `Request.RateLimited` (with `Retry-After`): too many failed sign-ins for this client id or address, or too many unknown logins for this account; nothing changed.",
-    ),
-    (
-        500,
-        "`Internal.Error`: the outcome is unknown; retry with the same idempotency key.",
-    ),
-    (
-        503,
-        "`Service.Unavailable` (with `Retry-After`): the outcome is unknown; retry.",
-    ),
-];
+/// The scheme a 401 challenges the caller with (RFC 9110 `WWW-Authenticate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Challenge {
+    /// An API key (`X-Client-Id` + `X-Client-Secret`, or HTTP Basic): the partner API.
+    Basic,
+    /// A panel session or an operator token: the panel and product APIs.
+    Bearer,
+}
 
-/// `Retry-After` (seconds) as the document declares it: always on 429 and 503, on 409 only for
-/// `Reseller.RequestInProgress`.
-fn retry_after_header(status: u16) -> Option<MetaHeader> {
-    let required = match status {
-        429 | 503 => true,
-        409 => false,
+impl Challenge {
+    /// The `WWW-Authenticate` value.
+    pub fn header_value(self) -> &'static str {
+        match self {
+            Self::Basic => WWW_AUTHENTICATE,
+            Self::Bearer => WWW_AUTHENTICATE_BEARER,
+        }
+    }
+
+    /// The challenge of the routes under `path`: Basic for the partner API, Bearer elsewhere.
+    pub fn for_path(path: &str) -> Self {
+        if path.starts_with("/v1/billing/partner") {
+            Self::Basic
+        } else {
+            Self::Bearer
+        }
+    }
+}
+
+/// The errors one operation can answer with: the document declares exactly these (grouped by
+/// status, an example each), and debug builds check every answer against them.
+pub trait ErrorSet: Send + Sync + 'static {
+    /// The problem codes, besides the empty 401.
+    const CODES: &'static [ErrorCode];
+    /// The challenge of the operation's empty 401; `None` when it takes no credentials.
+    const UNAUTHORIZED: Option<Challenge>;
+}
+
+/// Declares an [`ErrorSet`]: `error_set!(Name, Some(Challenge::Basic), [Code, ...]);`.
+macro_rules! error_set {
+    ($(#[$meta:meta])* $name:ident, $challenge:expr, [$($code:ident),* $(,)?]) => {
+        $(#[$meta])*
+        pub enum $name {}
+
+        impl $crate::problem::ErrorSet for $name {
+            const CODES: &'static [partner_billing::wire::ErrorCode] =
+                &[$(partner_billing::wire::ErrorCode::$code),*];
+            const UNAUTHORIZED: Option<$crate::problem::Challenge> = $challenge;
+        }
+    };
+}
+pub(crate) use error_set;
+
+/// An error answer of an operation whose possible errors are the set `S`.
+pub struct Failure<S>(pub ApiError, PhantomData<S>);
+
+impl<S> std::fmt::Debug for Failure<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<S> From<ApiError> for Failure<S> {
+    fn from(err: ApiError) -> Self {
+        Self(err, PhantomData)
+    }
+}
+
+impl<S> From<Error> for Failure<S> {
+    fn from(err: Error) -> Self {
+        Self(err.into(), PhantomData)
+    }
+}
+
+impl<S> From<InvalidField> for Failure<S> {
+    fn from(invalid: InvalidField) -> Self {
+        Self(invalid.into(), PhantomData)
+    }
+}
+
+impl<S: ErrorSet> IntoResponse for Failure<S> {
+    fn into_response(self) -> Response {
+        if cfg!(debug_assertions) {
+            match &self.0 {
+                ApiError::Unauthorized => debug_assert!(
+                    S::UNAUTHORIZED.is_some(),
+                    "a 401 from an operation that declares none"
+                ),
+                ApiError::Problem { problem, .. } => debug_assert!(
+                    S::CODES.iter().any(|c| c.as_str() == problem.code),
+                    "{} is not declared for this operation",
+                    problem.code
+                ),
+            }
+        }
+        self.0.into_response()
+    }
+}
+
+impl<S: ErrorSet> From<Failure<S>> for poem::Error {
+    fn from(failure: Failure<S>) -> Self {
+        poem::Error::from_response(failure.into_response())
+    }
+}
+
+/// A text built once for the document, kept for the life of the process (poem-openapi's
+/// response metadata holds `&'static str`); each distinct text is stored once.
+fn interned(text: String) -> &'static str {
+    static TEXTS: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut texts = TEXTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(existing) = texts.get(text.as_str()) {
+        return existing;
+    }
+    let leaked: &'static str = Box::leak(text.into_boxed_str());
+    texts.insert(leaked);
+    leaked
+}
+
+/// `Retry-After` as the document declares it for one error response.
+fn retry_after_header(status: u16, codes: &[ErrorCode]) -> Option<MetaHeader> {
+    let (description, required) = match status {
+        429 => ("Seconds until another attempt is allowed.", true),
+        503 => ("Seconds to wait before retrying.", true),
+        409 if codes == [ErrorCode::RequestInProgress] => (
+            "Seconds to wait before retrying with the same idempotency key.",
+            true,
+        ),
+        409 if codes.contains(&ErrorCode::RequestInProgress) => (
+            "Seconds to wait before retrying with the same idempotency key; sent with \
+             `Reseller.RequestInProgress` only.",
+            false,
+        ),
         _ => return None,
     };
+    let mut schema = i64::schema_ref();
+    if let MetaSchemaRef::Inline(schema) = &mut schema {
+        schema.minimum = Some(0.0);
+    }
     Some(MetaHeader {
         name: "Retry-After".to_owned(),
-        description: Some(
-            "Seconds to wait before retrying (on 409 only with `Reseller.RequestInProgress`)."
-                .to_owned(),
-        ),
+        description: Some(description.to_owned()),
         required,
         deprecated: false,
-        schema: u64::schema_ref(),
+        schema,
     })
 }
 
-impl ApiResponse for ApiError {
+/// The description of an error response: one line per code, "`Code`: meaning". The document
+/// builder reads the codes back from it to attach one example per code.
+fn describe_codes(codes: &[ErrorCode]) -> String {
+    codes
+        .iter()
+        .map(|code| format!("`{}`: {}", code.as_str(), code.meaning()))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+impl<S: ErrorSet> ApiResponse for Failure<S> {
     fn meta() -> MetaResponses {
-        let mut responses: Vec<MetaResponse> = DOCUMENTED
-            .iter()
-            .map(|&(status, description)| MetaResponse {
-                description,
-                status: Some(status),
-                status_range: None,
-                content: vec![MetaMediaType {
-                    content_type: PROBLEM_JSON,
-                    schema: Problem::schema_ref(),
-                }],
-                headers: retry_after_header(status).into_iter().collect(),
+        let mut statuses: Vec<u16> = S::CODES.iter().map(|code| code.status()).collect();
+        statuses.sort_unstable();
+        statuses.dedup();
+        let mut responses: Vec<MetaResponse> = statuses
+            .into_iter()
+            .map(|status| {
+                let codes: Vec<ErrorCode> = S::CODES
+                    .iter()
+                    .copied()
+                    .filter(|code| code.status() == status)
+                    .collect();
+                MetaResponse {
+                    description: interned(describe_codes(&codes)),
+                    status: Some(status),
+                    status_range: None,
+                    content: vec![MetaMediaType {
+                        content_type: PROBLEM_JSON,
+                        schema: Problem::schema_ref(),
+                    }],
+                    headers: retry_after_header(status, &codes).into_iter().collect(),
+                }
             })
             .collect();
-        responses.push(MetaResponse {
-            description: "Credentials missing, malformed, unknown, wrong or revoked (an API key, a panel session or an operator token), or the account is suspended. Empty body.",
-            status: Some(401),
-            status_range: None,
-            content: vec![],
-            headers: vec![],
-        });
+        if let Some(challenge) = S::UNAUTHORIZED {
+            let mut schema = String::schema_ref();
+            if let MetaSchemaRef::Inline(schema) = &mut schema {
+                schema.enum_items = vec![challenge.header_value().into()];
+            }
+            responses.push(MetaResponse {
+                description: "Credentials missing, malformed, unknown, wrong, revoked or expired, \
+                    or the account is suspended: always this one answer, with an empty body.",
+                status: Some(401),
+                status_range: None,
+                content: vec![],
+                headers: vec![MetaHeader {
+                    name: "WWW-Authenticate".to_owned(),
+                    description: Some("The scheme to authenticate with.".to_owned()),
+                    required: true,
+                    deprecated: false,
+                    schema,
+                }],
+            });
+        }
         responses.sort_by_key(|r| r.status);
         MetaResponses { responses }
     }
@@ -329,5 +453,8 @@ impl ApiResponse for ApiError {
     }
 }
 
-/// Handler results.
+/// Results inside handlers and helpers: any problem.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// An operation's result: its answer, or one of the errors of its set `S`.
+pub type OpResult<T, S> = Result<T, Failure<S>>;

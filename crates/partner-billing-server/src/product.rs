@@ -17,7 +17,8 @@ use crate::ApiTags;
 use crate::AppState;
 use crate::auth::OperatorAuth;
 use crate::body::JsonBody;
-use crate::problem::ApiResult;
+use crate::errors;
+use crate::problem::OpResult;
 
 /// Endpoints under `/v1/billing/product`.
 pub struct ProductApi;
@@ -43,6 +44,13 @@ pub enum RedeemResponse {
     ),
 }
 
+#[derive(ApiResponse)]
+pub enum UserLicensesResponse {
+    /// The login and every license it holds, expired ones included, oldest first.
+    #[oai(status = 200)]
+    Ok(Json<UserLicenses>),
+}
+
 #[OpenApi(prefix_path = "/v1/billing/product", tag = "ApiTags::Product")]
 impl ProductApi {
     /// Register an end user's login.
@@ -55,7 +63,7 @@ impl ProductApi {
         state: Data<&AppState>,
         auth: OperatorAuth,
         body: JsonBody<RegisterUserRequest>,
-    ) -> ApiResult<RegisterUserResponse> {
+    ) -> OpResult<RegisterUserResponse, errors::RegisterUser> {
         auth.verify(&state.store).await?;
         let login = Login::parse("login", &body.0.login)?;
         let registration = plans::register_user(&state.store, &login).await?;
@@ -86,7 +94,7 @@ impl ProductApi {
         state: Data<&AppState>,
         auth: OperatorAuth,
         body: JsonBody<RedeemPromoCodeRequest>,
-    ) -> ApiResult<RedeemResponse> {
+    ) -> OpResult<RedeemResponse, errors::RedeemPromoCode> {
         let operator = auth.verify(&state.store).await?;
         let request = RedeemPromoCode::try_from(&body.0)?;
         let outcome = redemption::redeem_promo_code(&state.store, &operator, request).await?;
@@ -115,9 +123,11 @@ impl ProductApi {
             pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
         ))]
         login: Path<String>,
-    ) -> ApiResult<Json<UserLicenses>> {
+    ) -> OpResult<UserLicensesResponse, errors::ListUserLicenses> {
         auth.verify(&state.store).await?;
         let login = Login::parse("login", &login.0)?;
-        Ok(Json(licenses::user_licenses(&state.store, &login).await?))
+        Ok(UserLicensesResponse::Ok(Json(
+            licenses::user_licenses(&state.store, &login).await?,
+        )))
     }
 }

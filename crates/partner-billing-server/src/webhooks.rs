@@ -15,7 +15,8 @@ use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PanelAuth;
 use crate::body::JsonBody;
-use crate::problem::ApiResult;
+use crate::errors;
+use crate::problem::OpResult;
 
 /// Webhook endpoints and alerts under `/v1/billing/resellers/me`.
 pub struct WebhooksApi;
@@ -41,6 +42,27 @@ pub enum TestWebhookEndpointResponse {
     Queued,
 }
 
+#[derive(ApiResponse)]
+pub enum LowBalanceAlertResponse {
+    /// The alert as it now stands.
+    #[oai(status = 200)]
+    Ok(Json<LowBalanceAlert>),
+}
+
+#[derive(ApiResponse)]
+pub enum WebhookEndpointListResponse {
+    /// The account's endpoints, oldest first, without their secrets.
+    #[oai(status = 200)]
+    Ok(Json<WebhookEndpointList>),
+}
+
+#[derive(ApiResponse)]
+pub enum WebhookDeliveryListResponse {
+    /// The last 100 delivery attempts to the endpoint, newest first.
+    #[oai(status = 200)]
+    Ok(Json<WebhookDeliveryList>),
+}
+
 #[OpenApi(prefix_path = "/v1/billing/resellers", tag = "ApiTags::Panel")]
 impl WebhooksApi {
     /// Register a webhook endpoint.
@@ -58,7 +80,7 @@ impl WebhooksApi {
         state: Data<&AppState>,
         auth: PanelAuth,
         body: JsonBody<CreateWebhookEndpointRequest>,
-    ) -> ApiResult<CreateWebhookEndpointResponse> {
+    ) -> OpResult<CreateWebhookEndpointResponse, errors::CreateWebhookEndpoint> {
         let account = auth.verify(&state.store).await?;
         let created = webhooks::create_endpoint(&state.store, account.account_id, &body.0).await?;
         Ok(CreateWebhookEndpointResponse::Created(Json(created)))
@@ -74,11 +96,11 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
-    ) -> ApiResult<Json<WebhookEndpointList>> {
+    ) -> OpResult<WebhookEndpointListResponse, errors::PanelRead> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(
+        Ok(WebhookEndpointListResponse::Ok(Json(
             webhooks::list_endpoints(&state.store, account.account_id).await?,
-        ))
+        )))
     }
 
     /// Delete a webhook endpoint; nothing more is sent to it.
@@ -94,7 +116,7 @@ impl WebhooksApi {
         /// The endpoint (`rwe_…`).
         #[oai(name = "webhookEndpointId")]
         endpoint_id: Path<String>,
-    ) -> ApiResult<DeleteWebhookEndpointResponse> {
+    ) -> OpResult<DeleteWebhookEndpointResponse, errors::WebhookEndpointById> {
         let account = auth.verify(&state.store).await?;
         webhooks::delete_endpoint(&state.store, account.account_id, &endpoint_id.0).await?;
         Ok(DeleteWebhookEndpointResponse::Deleted)
@@ -113,7 +135,7 @@ impl WebhooksApi {
         /// The endpoint (`rwe_…`).
         #[oai(name = "webhookEndpointId")]
         endpoint_id: Path<String>,
-    ) -> ApiResult<TestWebhookEndpointResponse> {
+    ) -> OpResult<TestWebhookEndpointResponse, errors::WebhookEndpointById> {
         let account = auth.verify(&state.store).await?;
         webhooks::send_test_event(&state.store, account.account_id, &endpoint_id.0).await?;
         Ok(TestWebhookEndpointResponse::Queued)
@@ -132,11 +154,11 @@ impl WebhooksApi {
         /// The endpoint (`rwe_…`).
         #[oai(name = "webhookEndpointId")]
         endpoint_id: Path<String>,
-    ) -> ApiResult<Json<WebhookDeliveryList>> {
+    ) -> OpResult<WebhookDeliveryListResponse, errors::WebhookEndpointById> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(
+        Ok(WebhookDeliveryListResponse::Ok(Json(
             webhooks::list_deliveries(&state.store, account.account_id, &endpoint_id.0).await?,
-        ))
+        )))
     }
 
     /// Set a product's low-balance alert.
@@ -157,9 +179,9 @@ impl WebhooksApi {
         #[oai(name = "productSlug", validator(pattern = r"^[a-z0-9._-]{1,64}$"))]
         product_slug: Path<String>,
         body: JsonBody<SetLowBalanceAlertRequest>,
-    ) -> ApiResult<Json<LowBalanceAlert>> {
+    ) -> OpResult<LowBalanceAlertResponse, errors::SetLowBalanceAlert> {
         let account = auth.verify(&state.store).await?;
-        Ok(Json(
+        Ok(LowBalanceAlertResponse::Ok(Json(
             webhooks::set_low_balance_alert(
                 &state.store,
                 account.account_id,
@@ -167,6 +189,6 @@ impl WebhooksApi {
                 body.0.low_balance_threshold,
             )
             .await?,
-        ))
+        )))
     }
 }

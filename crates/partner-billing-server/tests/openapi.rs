@@ -123,3 +123,29 @@ fn retry_after_is_declared_where_it_is_sent() {
     let health = &doc["paths"]["/healthz"]["get"]["responses"]["503"]["headers"];
     assert!(health["Retry-After"].is_object());
 }
+
+/// Every error code is answered by some operation and documented there with an example, but
+/// the two that answer requests matching no operation (no such route, wrong method).
+#[test]
+fn every_code_is_documented_by_the_operations_that_answer_it() {
+    use partner_billing::wire::ErrorCode;
+    let doc: serde_json::Value =
+        serde_json::from_str(&partner_billing_server::openapi_document()).unwrap();
+    let mut documented = std::collections::BTreeSet::new();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for operation in item.as_object().unwrap().values() {
+            for response in operation["responses"].as_object().unwrap().values() {
+                let examples = &response["content"]["application/problem+json"]["examples"];
+                for example in examples.as_object().into_iter().flatten().map(|e| e.1) {
+                    documented.insert(example["value"]["code"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+    }
+    let expected: std::collections::BTreeSet<String> = ErrorCode::ALL
+        .into_iter()
+        .filter(|c| !matches!(c, ErrorCode::RouteNotFound | ErrorCode::MethodNotAllowed))
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    assert_eq!(documented, expected);
+}

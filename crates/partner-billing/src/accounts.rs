@@ -46,7 +46,7 @@ impl Standing {
 
 /// Creates a reseller account with its panel password; returns the new client id.
 pub async fn create_reseller(store: &Store, name: &str, password: Password) -> Result<ClientId> {
-    if name.trim().is_empty() || name.chars().count() > 200 {
+    if name.trim().is_empty() || name.chars().count() > crate::limits::ACCOUNT_NAME_MAX_CHARS {
         return Err(crate::domain::InvalidField::new("name", "must be 1-200 characters").into());
     }
     let password_hash = hash_password(password).await?;

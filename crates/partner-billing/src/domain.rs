@@ -7,6 +7,8 @@ use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::limits;
+
 /// A value that failed to parse, with the API field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -76,7 +78,7 @@ string_newtype!(
 
 impl PlanSlug {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
-        let ok = (1..=64).contains(&value.len())
+        let ok = (1..=limits::PLAN_SLUG_MAX_CHARS).contains(&value.len())
             && value
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
@@ -94,7 +96,7 @@ impl PlanSlug {
 impl Login {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
         let chars = value.chars().count();
-        if (1..=254).contains(&chars) && !value.chars().any(char::is_control) {
+        if (1..=limits::LOGIN_MAX_CHARS).contains(&chars) && !value.chars().any(char::is_control) {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidField::new(
@@ -107,7 +109,10 @@ impl Login {
 
 impl IdempotencyKey {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
-        if (8..=128).contains(&value.len()) && value.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        if (limits::IDEMPOTENCY_KEY_MIN_CHARS..=limits::IDEMPOTENCY_KEY_MAX_CHARS)
+            .contains(&value.len())
+            && value.bytes().all(|b| (0x21..=0x7e).contains(&b))
+        {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidField::new(
@@ -131,7 +136,7 @@ fn parse_prefixed(value: &str, prefix: &str, len: usize) -> bool {
 
 impl ClientId {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
-        if parse_prefixed(value, "rsc_", 24) {
+        if parse_prefixed(value, "rsc_", limits::ID_RANDOM_CHARS) {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidField::new(
@@ -142,13 +147,13 @@ impl ClientId {
     }
 
     pub fn generate() -> Self {
-        Self(format!("rsc_{}", random_base62(24)))
+        Self(format!("rsc_{}", random_base62(limits::ID_RANDOM_CHARS)))
     }
 }
 
 impl ApiKeyId {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
-        if parse_prefixed(value, "rsk_", 24) {
+        if parse_prefixed(value, "rsk_", limits::ID_RANDOM_CHARS) {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidField::new(
@@ -159,7 +164,7 @@ impl ApiKeyId {
     }
 
     pub fn generate() -> Self {
-        Self(format!("rsk_{}", random_base62(24)))
+        Self(format!("rsk_{}", random_base62(limits::ID_RANDOM_CHARS)))
     }
 }
 
@@ -190,7 +195,11 @@ impl SecretKind {
 impl Secret {
     /// 256 random bits from the OS CSPRNG, as 43 base62 characters after the prefix.
     pub fn generate(kind: SecretKind) -> Self {
-        Self(format!("{}{}", kind.prefix(), random_base62(43)))
+        Self(format!(
+            "{}{}",
+            kind.prefix(),
+            random_base62(limits::SECRET_RANDOM_CHARS)
+        ))
     }
 
     /// Wraps text received from a caller. Shape is not checked here: a malformed secret simply
@@ -201,7 +210,7 @@ impl Secret {
 
     /// Whether the text has the shape of this kind of secret.
     pub fn has_shape(&self, kind: SecretKind) -> bool {
-        parse_prefixed(&self.0, kind.prefix(), 43)
+        parse_prefixed(&self.0, kind.prefix(), limits::SECRET_RANDOM_CHARS)
     }
 
     /// The plaintext, for the one response that shows it.
@@ -236,7 +245,7 @@ pub struct Password(String);
 impl Password {
     pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
         let chars = value.chars().count();
-        if (12..=128).contains(&chars) {
+        if (limits::PASSWORD_MIN_CHARS..=limits::PASSWORD_MAX_CHARS).contains(&chars) {
             Ok(Self(value.to_owned()))
         } else {
             Err(InvalidField::new(field, "must be 12-128 characters"))
@@ -296,7 +305,10 @@ row_id!(
 pub fn parse_key_name(value: Option<&str>) -> Result<Option<String>, InvalidField> {
     match value {
         None => Ok(None),
-        Some(name) if name.chars().count() <= 64 && !name.chars().any(char::is_control) => {
+        Some(name)
+            if name.chars().count() <= limits::KEY_NAME_MAX_CHARS
+                && !name.chars().any(char::is_control) =>
+        {
             Ok(Some(name.to_owned()))
         }
         Some(_) => Err(InvalidField::new(

@@ -406,7 +406,7 @@ pub(crate) async fn insert_event(
     }
     let now = store.now_utc();
     let event = WebhookEvent {
-        event_id: format!("evt_{}", random_base62(24)),
+        event_id: format!("evt_{}", random_base62(crate::limits::ID_RANDOM_CHARS)),
         event_type: data.event_type().to_owned(),
         created_utc: now,
         data: data.data(),

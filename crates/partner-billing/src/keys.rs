@@ -19,13 +19,13 @@ use crate::wire::{ApiKeyInfo, ApiKeyList, CreatedApiKey};
 const ACTIVE_AT: &str = "k.status = 'active' AND (k.expires_utc IS NULL OR k.expires_utc > $1)";
 
 /// The longest grace period a roll may give the old key: seven days.
-pub const MAX_ROLL_GRACE_SECONDS: i64 = 7 * 24 * 60 * 60;
+pub const MAX_ROLL_GRACE_SECONDS: i64 = crate::limits::ROLL_GRACE_MAX_SECONDS;
 
 /// The grace period of a roll that names none: one day.
 pub const DEFAULT_ROLL_GRACE_SECONDS: i64 = 24 * 60 * 60;
 
 /// At most this many keys may be active under one client id.
-pub const MAX_ACTIVE_KEYS: i64 = 5;
+pub const MAX_ACTIVE_KEYS: i64 = crate::limits::MAX_ACTIVE_API_KEYS as i64;
 
 /// `lastUsedUtc` is written at most this often per key.
 pub const LAST_USED_GRANULARITY_SECONDS: i64 = 60;

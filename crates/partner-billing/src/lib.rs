@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod domain;
+pub mod limits;
 pub mod webhook_signature;
 pub mod wire;
 

@@ -53,7 +53,7 @@ pub async fn credit(
     units: i64,
     reason: &str,
 ) -> Result<Balance> {
-    if !(1..=1_000_000_000).contains(&units) {
+    if !(1..=crate::limits::CREDIT_MAX_UNITS).contains(&units) {
         return Err(
             crate::domain::InvalidField::new("units", "must be between 1 and 1000000000").into(),
         );

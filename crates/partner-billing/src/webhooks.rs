@@ -24,10 +24,10 @@ pub mod outbox;
 pub mod ssrf;
 
 /// At most this many endpoints per account.
-pub const MAX_ENDPOINTS: i64 = 5;
+pub const MAX_ENDPOINTS: i64 = crate::limits::MAX_WEBHOOK_ENDPOINTS as i64;
 
 /// The deliveries list shows this many attempts.
-pub const DELIVERIES_SHOWN: i64 = 100;
+pub const DELIVERIES_SHOWN: i64 = crate::limits::WEBHOOK_DELIVERIES_LISTED as i64;
 
 pub use crate::runtime::{DEFAULT_BACKOFF, WebhookSettings, parse_backoff};
 
@@ -61,10 +61,15 @@ fn parse_event_types(types: &[String]) -> Result<Vec<String>> {
 fn parse_description(description: Option<&str>) -> Result<Option<String>> {
     match description {
         None => Ok(None),
-        Some(d) if d.chars().count() > 256 || d.chars().any(char::is_control) => Err(validation(
-            "description",
-            "must be at most 256 characters without control characters",
-        )),
+        Some(d)
+            if d.chars().count() > crate::limits::WEBHOOK_DESCRIPTION_MAX_CHARS
+                || d.chars().any(char::is_control) =>
+        {
+            Err(validation(
+                "description",
+                "must be at most 256 characters without control characters",
+            ))
+        }
         Some(d) => Ok(Some(d.to_owned())),
     }
 }
@@ -82,7 +87,7 @@ pub async fn create_endpoint(
     account_id: i64,
     request: &CreateWebhookEndpointRequest,
 ) -> Result<CreatedWebhookEndpoint> {
-    if request.url.chars().count() > 2048 {
+    if request.url.chars().count() > crate::limits::WEBHOOK_URL_MAX_CHARS {
         return Err(validation("url", "must be at most 2048 characters"));
     }
     let event_types = parse_event_types(&request.event_types)?;
@@ -96,7 +101,7 @@ pub async fn create_endpoint(
         "{SECRET_PREFIX}{}",
         base64::engine::general_purpose::STANDARD.encode(key)
     );
-    let endpoint_id = format!("rwe_{}", random_base62(24));
+    let endpoint_id = format!("rwe_{}", random_base62(crate::limits::ID_RANDOM_CHARS));
     let sealed = store
         .master_key()?
         .seal(&key, &secret_context(&endpoint_id))
@@ -259,7 +264,7 @@ pub async fn set_low_balance_alert(
     threshold: i64,
 ) -> Result<LowBalanceAlert> {
     let plan = PlanSlug::parse("productSlug", product_slug)?;
-    if !(0..=1_000_000_000).contains(&threshold) {
+    if !(0..=crate::limits::LOW_BALANCE_THRESHOLD_MAX).contains(&threshold) {
         return Err(validation(
             "lowBalanceThreshold",
             "must be between 0 and 1000000000",

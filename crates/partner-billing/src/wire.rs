@@ -32,6 +32,15 @@ pub use webhooks::{
     WebhookEndpoint, WebhookEndpointList, WebhookEvent,
 };
 
+/// Every value of `ApiKeyInfo.status`.
+pub const API_KEY_STATUSES: [&str; 3] = ["active", "revoked", "expired"];
+/// Every value of `ResellerAccount.standing`.
+pub const ACCOUNT_STANDINGS: [&str; 2] = ["good", "suspended"];
+/// Every value of a license's `source`: issued by a reseller, or redeemed from a promo code.
+pub const LICENSE_SOURCES: [&str; 2] = ["direct", "promo"];
+/// Every value of a webhook endpoint's `status`.
+pub const WEBHOOK_ENDPOINT_STATUSES: [&str; 2] = ["enabled", "disabled"];
+
 /// `POST /v1/billing/partner/licenses`: grant one subscription to a registered login.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -42,23 +51,16 @@ pub use webhooks::{
 )]
 pub struct IssueLicenseRequest {
     /// The product to grant: a `productSlug` from the balances response.
-    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]+$")))]
     pub plan_slug: String,
     /// Login of the end user who receives the subscription; must be registered.
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(
-            min_length = 1,
-            max_length = 254,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
-        ))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     pub login: String,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(min_length = 8, max_length = 128, pattern = r"^[!-~]{8,128}$"))
-    )]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[!-~]+$")))]
     pub idempotency_key: String,
 }
 
@@ -92,20 +94,13 @@ pub struct License {
 )]
 pub struct GeneratePromoBatchRequest {
     /// The product the codes unlock: a `productSlug` from the balances response.
-    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]{1,64}$")))]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[a-z0-9._-]+$")))]
     pub plan_slug: String,
     /// How many codes (1–1000); each costs one unit, charged now.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(minimum(value = "1"), maximum(value = "1000")))
-    )]
     pub count: i64,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying the same
     /// batch, to get the same codes back for 72 hours.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(min_length = 8, max_length = 128, pattern = r"^[!-~]{8,128}$"))
-    )]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[!-~]+$")))]
     pub idempotency_key: String,
 }
 

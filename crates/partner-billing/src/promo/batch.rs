@@ -26,7 +26,7 @@ use crate::store::Store;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.
-pub const MAX_CODES_PER_BATCH: i64 = 1000;
+pub const MAX_CODES_PER_BATCH: i64 = crate::limits::PROMO_BATCH_MAX_CODES;
 
 const SECONDS_PER_DAY: i64 = 86_400;
 

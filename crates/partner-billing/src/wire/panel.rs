@@ -15,10 +15,8 @@ use poem_openapi::Object;
 )]
 pub struct SessionRequest {
     /// The account's client id (`rsc_…`).
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 64)))]
     pub client_id: String,
     /// The panel password.
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 1024)))]
     pub password: String,
 }
 
@@ -41,10 +39,8 @@ impl std::fmt::Debug for SessionRequest {
 )]
 pub struct ChangePasswordRequest {
     /// The password in use now.
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 1024)))]
     pub current_password: String,
     /// The new password: 12-128 characters.
-    #[cfg_attr(feature = "openapi", oai(validator(min_length = 12, max_length = 128)))]
     pub new_password: String,
 }
 
@@ -90,7 +86,7 @@ pub struct CreateApiKeyRequest {
     /// A label to tell keys apart in the panel (at most 64 characters).
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(max_length = 64, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     #[serde(default)]
     pub name: Option<String>,

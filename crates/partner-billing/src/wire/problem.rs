@@ -187,6 +187,73 @@ impl ErrorCode {
         }
     }
 
+    /// What the code means for a caller, as the published document describes it.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::ValidationFailed => {
+                "A malformed body or parameter; `field` names it (its value is never echoed)."
+            }
+            Self::PayloadTooLarge => "The body is over 16 KiB.",
+            Self::RouteNotFound => "No such route.",
+            Self::MethodNotAllowed => "The path exists, not with this method (see `Allow`).",
+            Self::BrowserOriginForbidden => {
+                "The request carries a browser's marks (`Origin`, `Sec-Fetch-Site`) on a \
+                 server-to-server API, or is a cross-site request to the panel."
+            }
+            Self::PanelSessionRequired => {
+                "An API key was sent to a panel endpoint: keys cannot manage keys or the account."
+            }
+            Self::InsufficientQuota => {
+                "The balance of the plan is below the cost; the request was refused whole and \
+                 nothing was consumed."
+            }
+            Self::UnknownPlan => "No plan has this slug.",
+            Self::UnknownLogin => "No end user is registered with this login.",
+            Self::IdempotencyKeyReused => {
+                "The idempotency key was used for a different request; choose a new key."
+            }
+            Self::RequestInProgress => {
+                "A request with this idempotency key is still running; retry with the same key \
+                 after `Retry-After`."
+            }
+            Self::ApiKeyLimitReached => "Five API keys are already active; revoke one first.",
+            Self::ApiKeyNotFound => {
+                "No active API key of this account has this id (unknown, another account's, \
+                 revoked or expired)."
+            }
+            Self::WebhookEndpointNotFound => "No webhook endpoint of this account has this id.",
+            Self::WebhookEndpointLimitReached => {
+                "Five webhook endpoints already exist; delete one first."
+            }
+            Self::PromoCodesExpired => {
+                "The batch is past its 72-hour recovery window: its codes are gone for good; \
+                 `orderPublicId` and `batchId` name it; nothing was charged again."
+            }
+            Self::PromoGenerationFailed => {
+                "The codes could not be produced: nothing charged, nothing issued; retry with \
+                 the same idempotency key. A definite outcome, unlike other 5xx answers."
+            }
+            Self::CodeNotFound => "No promo code matches (unknown and malformed input alike).",
+            Self::CodeExpired => "The promo code is past its batch's validity.",
+            Self::CodeExhausted => "The promo code's redemptions are used up.",
+            Self::AlreadyRedeemed => "This login has redeemed this promo code before.",
+            Self::TooManyAttempts => {
+                "Too many failed redemptions for this login; retry after `Retry-After`."
+            }
+            Self::RateLimited => {
+                "Too many failed attempts (sign-ins for this client id or address, or unknown \
+                 logins for this account); nothing changed; retry after `Retry-After`."
+            }
+            Self::ServiceUnavailable => {
+                "The database is unreachable or the service is overloaded; the outcome is \
+                 unknown: retry (with the same idempotency key) after `Retry-After`."
+            }
+            Self::InternalError => {
+                "An unexpected error; the outcome is unknown: retry with the same idempotency key."
+            }
+        }
+    }
+
     /// The problem `type` URI.
     pub fn type_uri(self) -> String {
         format!("https://partner-billing.dev/problems/{}", self.as_str())

@@ -18,11 +18,7 @@ pub struct RegisterUserRequest {
     /// The login (1–254 characters, no control characters), compared exactly.
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(
-            min_length = 1,
-            max_length = 254,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
-        ))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     pub login: String,
 }
@@ -54,18 +50,11 @@ pub struct RedeemPromoCodeRequest {
     /// The registered login that receives the license.
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(
-            min_length = 1,
-            max_length = 254,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
-        ))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     pub login: String,
     /// Chosen by the caller (8–128 visible ASCII characters); reuse it when retrying.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(min_length = 8, max_length = 128, pattern = r"^[!-~]{8,128}$"))
-    )]
+    #[cfg_attr(feature = "openapi", oai(validator(pattern = r"^[!-~]+$")))]
     pub idempotency_key: String,
 }
 

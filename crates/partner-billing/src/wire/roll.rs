@@ -17,10 +17,6 @@ use poem_openapi::Object;
 pub struct RollApiKeyRequest {
     /// Seconds the old key keeps working, 0 (refused from now on) to 604800 (7 days); 86400
     /// when left out.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(minimum(value = "0"), maximum(value = "604800")))
-    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in_seconds: Option<i64>,
 }

@@ -31,15 +31,13 @@ pub const WEBHOOK_EVENT_TYPES: [&str; 11] = [
 pub struct CreateWebhookEndpointRequest {
     /// `https://` URL on a public address (at most 2048 characters). Redirects are not
     /// followed.
-    #[cfg_attr(feature = "openapi", oai(validator(max_length = 2048)))]
     pub url: String,
     /// The event types to send, e.g. `["license.issued", "balance.low"]` (at least one).
-    #[cfg_attr(feature = "openapi", oai(validator(min_items = 1, max_items = 16)))]
     pub event_types: Vec<String>,
     /// A label for the endpoint (at most 256 characters, no control characters).
     #[cfg_attr(
         feature = "openapi",
-        oai(validator(max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
+        oai(validator(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"))
     )]
     #[serde(default)]
     pub description: Option<String>,
@@ -139,10 +137,6 @@ pub struct WebhookDeliveryList {
 pub struct SetLowBalanceAlertRequest {
     /// A `balance.low` event is sent when a charge takes the balance from at least this value
     /// to below it. 0 turns the alert off.
-    #[cfg_attr(
-        feature = "openapi",
-        oai(validator(minimum(value = "0"), maximum(value = "1000000000")))
-    )]
     pub low_balance_threshold: i64,
 }
 
