@@ -1,4 +1,7 @@
 //! Every error response, in one place: the empty 401 and RFC 9457 problem bodies.
+//!
+//! Over 450 lines on purpose: the answer of each error and the document's description of it
+//! (per-operation error sets, one example per code) stay side by side, so they cannot drift.
 
 use std::collections::HashSet;
 use std::marker::PhantomData;

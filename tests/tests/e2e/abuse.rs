@@ -506,8 +506,12 @@ async fn one_account_cannot_hold_every_promo_slot(db: Db) {
         .unwrap();
     let busy_done = finished.load(Ordering::SeqCst);
     assert_eq!(response.status(), 200);
+    // Without the per-account cap the other batch would queue behind all four slots and
+    // the four batches waiting for them: at least five busy batches would finish first. Under
+    // a loaded machine SQLite's write lock is not handed out in arrival order, so up to four
+    // may finish beside it.
     assert!(
-        busy_done < 4,
+        busy_done < 5,
         "the other account waited for {busy_done} of the busy account's batches"
     );
     for batch in batches {

@@ -1,0 +1,393 @@
+//! The group transaction's statements: the one read of everything its decisions need, and
+//! the set-oriented writes (one statement on PostgreSQL, one per table on SQLite).
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::error::{Error, Result};
+use crate::events::{self, EventData, Subscribers};
+use crate::idempotency::{self, GroupKeyedRequest};
+use crate::quota::{self, EntryKind, GroupDebit};
+use crate::store::{Backend, Store, Tx};
+
+use super::{Charge, Pending};
+
+/// What the group reads, in one statement, once its keys are locked.
+#[derive(Default)]
+pub(super) struct GroupRead {
+    /// User ids by login; unregistered logins are absent.
+    pub(super) users: HashMap<String, i64>,
+    /// Stored outcomes by (account, key).
+    pub(super) outcomes: HashMap<(i64, String), idempotency::StoredOutcome>,
+    /// Balances by (account, plan), locked; a pair without a balance row is absent.
+    pub(super) balances: HashMap<(i64, i64), i64>,
+    /// Enabled webhook endpoints: (account, endpoint row, event types).
+    pub(super) endpoints: Vec<(i64, i64, String)>,
+    /// Low-balance thresholds by (account, plan).
+    pub(super) thresholds: HashMap<(i64, i64), i64>,
+}
+
+/// Reads, in one statement, everything the group's decisions need: the logins' user ids, the
+/// keys' stored outcomes, the balances (locked, in (account, plan) order, on PostgreSQL; the
+/// write lock covers them on SQLite), the accounts' enabled endpoints and low-balance
+/// thresholds. On PostgreSQL it follows the statement that took the keys' advisory locks, so
+/// its snapshot sees every outcome committed under them.
+pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<GroupRead> {
+    let logins: BTreeSet<&str> = batch.iter().map(|p| p.request.login.as_str()).collect();
+    let keys: Vec<(i64, &str)> = batch
+        .iter()
+        .map(|p| (p.account.account_id, p.request.idempotency_key.as_str()))
+        .collect();
+    let rows: BTreeSet<(i64, i64)> = batch
+        .iter()
+        .map(|p| (p.account.account_id, p.plan.id.get()))
+        .collect();
+    let accounts: BTreeSet<i64> = batch.iter().map(|p| p.account.account_id).collect();
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "SELECT 'u' AS kind, id AS a, NULL AS b, NULL AS c, login AS s, NULL AS t, NULL AS v, \
+             NULL AS w FROM users WHERE login IN (SELECT value FROM json_each($1)) \
+             UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
+             r.fingerprint, r.response_body FROM json_each($2) AS j \
+             JOIN idempotency_records r ON r.account_id = json_extract(j.value, '$[0]') \
+             AND r.idempotency_key = json_extract(j.value, '$[1]') \
+             UNION ALL SELECT 'b', b.account_id, b.plan_id, b.remaining, NULL, NULL, NULL, NULL \
+             FROM json_each($3) AS j JOIN balances b ON b.account_id = json_extract(j.value, '$[0]') \
+             AND b.plan_id = json_extract(j.value, '$[1]') \
+             UNION ALL SELECT 'e', account_id, id, NULL, event_types, NULL, NULL, NULL FROM webhook_endpoints \
+             WHERE account_id IN (SELECT value FROM json_each($4)) AND status = 'enabled' \
+             UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
+             FROM json_each($3) AS j JOIN balance_alerts a ON a.account_id = json_extract(j.value, '$[0]') \
+             AND a.plan_id = json_extract(j.value, '$[1]')"
+        }
+        Backend::Postgres => {
+            "WITH locked AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
+             WHERE (b.account_id, b.plan_id) IN \
+             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($3::json) AS j) \
+             ORDER BY b.account_id, b.plan_id FOR UPDATE) \
+             SELECT 'u' AS kind, id AS a, NULL::bigint AS b, NULL::bigint AS c, login AS s, \
+             NULL::text AS t, NULL::text AS v, NULL::text AS w \
+             FROM users WHERE login IN (SELECT json_array_elements_text($1::json)) \
+             UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
+             r.fingerprint, r.response_body FROM json_array_elements($2::json) AS j \
+             JOIN idempotency_records r ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1 \
+             UNION ALL SELECT 'b', account_id, plan_id, remaining, NULL, NULL, NULL, NULL FROM locked \
+             UNION ALL SELECT 'e', account_id, id, NULL, event_types, NULL, NULL, NULL FROM webhook_endpoints \
+             WHERE account_id IN (SELECT (json_array_elements_text($4::json))::bigint) \
+             AND status = 'enabled' \
+             UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
+             FROM balance_alerts a WHERE (a.account_id, a.plan_id) IN \
+             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($3::json) AS j)"
+        }
+    };
+    type Row = (
+        String,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let found: Vec<Row> = sqlx::query_as(sql)
+        .bind(to_json(&logins)?)
+        .bind(to_json(&keys)?)
+        .bind(to_json(&rows)?)
+        .bind(to_json(&accounts)?)
+        .fetch_all(&mut **tx)
+        .await?;
+    let missing = || Error::Internal("a group read row is incomplete".to_owned());
+    let mut read = GroupRead::default();
+    for (kind, a, b, c, s, t, v, w) in found {
+        match kind.as_str() {
+            "u" => {
+                read.users.insert(s.ok_or_else(missing)?, a);
+            }
+            "i" => {
+                read.outcomes.insert(
+                    (a, s.ok_or_else(missing)?),
+                    (
+                        t.ok_or_else(missing)?,
+                        v.ok_or_else(missing)?,
+                        w.ok_or_else(missing)?,
+                    ),
+                );
+            }
+            "b" => {
+                read.balances
+                    .insert((a, b.ok_or_else(missing)?), c.ok_or_else(missing)?);
+            }
+            "e" => read
+                .endpoints
+                .push((a, b.ok_or_else(missing)?, s.ok_or_else(missing)?)),
+            "t" => {
+                read.thresholds
+                    .insert((a, b.ok_or_else(missing)?), c.ok_or_else(missing)?);
+            }
+            _ => return Err(Error::Internal("a group read row of no kind".to_owned())),
+        }
+    }
+    Ok(read)
+}
+
+/// The rows a group writes, built once; one statement on PostgreSQL, one per table on SQLite.
+pub(super) struct Writes<'a> {
+    /// (account, plan, before, after) of every debited balance.
+    balances: Vec<(i64, i64, i64, i64)>,
+    debits: Vec<GroupDebit<'a>>,
+    /// (account, key, operation, fingerprint, response body).
+    records: Vec<(i64, &'a str, &'static str, &'a str, String)>,
+    /// (account, event, endpoints), in the order the one-request path records them.
+    pub(super) events: Vec<(i64, EventData, Vec<i64>)>,
+}
+
+impl<'a> Writes<'a> {
+    pub(super) fn new(
+        batch: &[Pending],
+        read: &GroupRead,
+        remaining: &HashMap<(i64, i64), i64>,
+        charges: &'a [Charge],
+        keyed: &[GroupKeyedRequest<'a>],
+    ) -> Result<Self> {
+        let mut balances: Vec<(i64, i64, i64, i64)> = remaining
+            .iter()
+            .filter_map(|(&(account_id, plan_id), &after)| {
+                let before = read.balances.get(&(account_id, plan_id)).copied()?;
+                (after != before).then_some((account_id, plan_id, before, after))
+            })
+            .collect();
+        balances.sort_unstable();
+        let debits = charges
+            .iter()
+            .map(|c| GroupDebit {
+                account_id: batch[c.index].account.account_id,
+                plan_id: batch[c.index].plan.id.get(),
+                units: 1,
+                balance_after: c.license.remaining_balance,
+                actor: &c.actor,
+                reference: &c.license.license_id,
+            })
+            .collect();
+        let records = charges
+            .iter()
+            .map(|c| idempotency::record_row(&keyed[c.index], &c.license))
+            .collect::<Result<Vec<_>>>()?;
+        let subscribers = Subscribers::from_rows(
+            charges.iter().map(|c| batch[c.index].account.account_id),
+            read.endpoints.iter().cloned(),
+        );
+        let mut events = Vec::new();
+        for charge in charges {
+            let pending = &batch[charge.index];
+            let account_id = pending.account.account_id;
+            let Some(subscribers) = subscribers.get(&account_id) else {
+                continue;
+            };
+            let license = &charge.license;
+            // `Subscribers::after_debit`, then the license's own event.
+            if subscribers.wants("balance.low") {
+                let threshold = read
+                    .thresholds
+                    .get(&(account_id, pending.plan.id.get()))
+                    .copied()
+                    .unwrap_or(0);
+                if events::crosses_low_balance(threshold, 1, license.remaining_balance) {
+                    let data = EventData::BalanceLow {
+                        product_slug: license.plan_slug.clone(),
+                        remaining_balance: license.remaining_balance,
+                        threshold,
+                    };
+                    let endpoints = subscribers.endpoints_for(&data);
+                    events.push((account_id, data, endpoints));
+                }
+            }
+            let data = EventData::LicenseIssued {
+                license_id: license.license_id.clone(),
+                product_slug: license.plan_slug.clone(),
+                login: license.login.clone(),
+                remaining_balance: license.remaining_balance,
+            };
+            let endpoints = subscribers.endpoints_for(&data);
+            events.push((account_id, data, endpoints));
+        }
+        events.retain(|(_, _, endpoints)| !endpoints.is_empty());
+        Ok(Self {
+            balances,
+            debits,
+            records,
+            events,
+        })
+    }
+
+    /// SQLite: a statement per table (its statements cost no network round trip).
+    pub(super) async fn run_sqlite(
+        &self,
+        store: &Store,
+        tx: &mut Tx,
+        batch: &[Pending],
+        charges: &[Charge],
+        now: i64,
+    ) -> Result<()> {
+        quota::debit_many(
+            store,
+            tx,
+            &self.balances,
+            &self.debits,
+            EntryKind::License,
+            now,
+        )
+        .await?;
+        insert_licenses(store, tx, batch, charges, now).await?;
+        events::insert_events(store, tx, &self.events).await?;
+        idempotency::record_many(store, tx, &self.records, now).await
+    }
+
+    /// PostgreSQL: every write in one statement of data-modifying CTEs, one round trip. The
+    /// outbox messages reference the events inserted beside them by event id.
+    pub(super) async fn run_postgres(
+        &self,
+        tx: &mut Tx,
+        batch: &[Pending],
+        charges: &[Charge],
+        now: i64,
+    ) -> Result<()> {
+        let entries: Vec<(i64, i64, i64, i64, &str, &str)> = self
+            .debits
+            .iter()
+            .map(|d| {
+                (
+                    d.account_id,
+                    d.plan_id,
+                    -d.units,
+                    d.balance_after,
+                    d.actor,
+                    d.reference,
+                )
+            })
+            .collect();
+        let events = self
+            .events
+            .iter()
+            .map(|(account_id, data, endpoints)| {
+                let (event_id, account_id, event_type, body) =
+                    events::event_row(*account_id, data, now)?;
+                Ok((event_id, account_id, event_type, body, endpoints))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let counts: (i64, i64, i64, i64, i64) = sqlx::query_as(
+            "WITH upd AS (UPDATE balances AS b SET remaining = (j->>3)::bigint \
+             FROM json_array_elements($1::json) AS j \
+             WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+             AND b.remaining = (j->>2)::bigint RETURNING 1), \
+             led AS (INSERT INTO ledger_entries \
+             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+             SELECT (j->>0)::bigint, (j->>1)::bigint, 'license', (j->>2)::bigint, (j->>3)::bigint, \
+             j->>4, NULL, j->>5, $6 FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
+             ORDER BY t.n RETURNING 1), \
+             lic AS (INSERT INTO licenses \
+             (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+             SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $6, \
+             (j->>4)::bigint FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) \
+             ORDER BY t.n RETURNING 1), \
+             rec AS (INSERT INTO idempotency_records \
+             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+             SELECT (j->>0)::bigint, j->>1, j->>2, j->>3, 200, j->>4, $6 \
+             FROM json_array_elements($4::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
+             ev AS (INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+             SELECT j->>0, (j->>1)::bigint, j->>2, j->>3, $6 \
+             FROM json_array_elements($5::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
+             RETURNING id, event_id), \
+             msg AS (INSERT INTO webhook_messages \
+             (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
+             SELECT ev.id, e.endpoint::bigint, 'pending', 0, $6 \
+             FROM json_array_elements($5::json) AS j JOIN ev ON ev.event_id = j->>0 \
+             CROSS JOIN LATERAL json_array_elements_text(j->4) WITH ORDINALITY AS e(endpoint, n) \
+             ORDER BY ev.id, e.n RETURNING 1) \
+             SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM led), \
+             (SELECT count(*) FROM lic), (SELECT count(*) FROM rec), (SELECT count(*) FROM msg)",
+        )
+        .bind(to_json(&self.balances)?)
+        .bind(to_json(&entries)?)
+        .bind(to_json(&license_rows(batch, charges))?)
+        .bind(to_json(&self.records)?)
+        .bind(to_json(&events)?)
+        .bind(now)
+        .fetch_one(&mut **tx)
+        .await?;
+        let messages: usize = self.events.iter().map(|(_, _, e)| e.len()).sum();
+        let expected = (
+            self.balances.len(),
+            self.debits.len(),
+            charges.len(),
+            self.records.len(),
+            messages,
+        );
+        let counted = (
+            usize::try_from(counts.0).unwrap_or(usize::MAX),
+            usize::try_from(counts.1).unwrap_or(usize::MAX),
+            usize::try_from(counts.2).unwrap_or(usize::MAX),
+            usize::try_from(counts.3).unwrap_or(usize::MAX),
+            usize::try_from(counts.4).unwrap_or(usize::MAX),
+        );
+        if counted != expected {
+            return Err(Error::Internal(format!(
+                "the group's writes wrote {counted:?} rows, not {expected:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Every charged license, in one statement.
+async fn insert_licenses(
+    store: &Store,
+    tx: &mut Tx,
+    batch: &[Pending],
+    charges: &[Charge],
+    now: i64,
+) -> Result<()> {
+    let rows = license_rows(batch, charges);
+    let sql = match store.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), \
+             json_extract(value, '$[3]'), 'direct', $2, json_extract(value, '$[4]') \
+             FROM json_each($1) ORDER BY key"
+        }
+        Backend::Postgres => {
+            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+             SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $2, (j->>4)::bigint \
+             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
+        }
+    };
+    sqlx::query(sql)
+        .bind(to_json(&rows)?)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The licenses' rows: id, user, plan, account, expiry.
+fn license_rows<'a>(
+    batch: &[Pending],
+    charges: &'a [Charge],
+) -> Vec<(&'a str, i64, i64, i64, Option<i64>)> {
+    charges
+        .iter()
+        .map(|c| {
+            let pending = &batch[c.index];
+            (
+                c.license.license_id.as_str(),
+                c.user_id,
+                pending.plan.id.get(),
+                pending.account.account_id,
+                c.license.expires_utc,
+            )
+        })
+        .collect()
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
+}
