@@ -1,5 +1,5 @@
 //! Reseller accounts: creation, listing, standing and the operator's password reset; the
-//! panel password's hashing is in [`password`], panel sessions in [`session`].
+//! panel password's hashing is in `accounts/password.rs`, panel sessions in `accounts/session.rs`.
 
 mod password;
 mod session;

@@ -4,7 +4,7 @@
 //! license group queues.
 //!
 //! Like [`crate::db`], this layer imports nothing from the domain modules above it: the
-//! license group queues are typed by `licenses::group`, which alone fills their [`Slot`].
+//! license group queues are typed by `licenses::group`, which alone fills their `Slot`.
 
 mod in_flight;
 mod promo_permits;
