@@ -197,6 +197,12 @@ fn redact_url_error(err: &sqlx::Error) -> String {
 }
 
 /// Whether an error is a unique-constraint violation.
+/// A set of rows as one JSON text parameter, for the set-oriented statements (`json_each` on
+/// SQLite, `json_array_elements` on PostgreSQL): sqlx's `Any` driver binds no arrays.
+pub(crate) fn json_param<T: serde::Serialize + ?Sized>(rows: &T) -> Result<String> {
+    serde_json::to_string(rows).map_err(|e| Error::Internal(format!("parameters: {e}")))
+}
+
 pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .is_some_and(|db| matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation))

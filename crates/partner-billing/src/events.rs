@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::db::{Backend, Tx};
+use crate::db::{Backend, Tx, json_param};
 use crate::domain::{PlanId, random_base62};
 use crate::error::Result;
 use crate::store::Store;
@@ -348,7 +348,7 @@ pub(crate) async fn insert_events(
         }
     };
     let inserted: Vec<(i64, String)> = sqlx::query_as(sql)
-        .bind(to_json(&rows)?)
+        .bind(json_param(&rows)?)
         .bind(now)
         .fetch_all(&mut **tx)
         .await?;
@@ -373,16 +373,12 @@ pub(crate) async fn insert_events(
         }
     };
     sqlx::query(sql)
-        .bind(to_json(&messages)?)
+        .bind(json_param(&messages)?)
         .bind(now)
         .execute(&mut **tx)
         .await?;
     store.wake_webhook_worker();
     Ok(())
-}
-
-fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| crate::Error::Internal(format!("parameters: {e}")))
 }
 
 /// Records `data` in `tx` for every enabled endpoint of the account subscribed to its type.

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
-use crate::plans::{PlanRow, find_plan, find_user};
+use crate::plans::{PlanRow, find_plan, find_user, license_expiry};
 use crate::quota::{Charge, EntryKind, debit};
 use crate::store::{FaultPoint, Store, Tx};
 use crate::throttle;
@@ -36,8 +36,6 @@ impl TryFrom<&IssueLicenseRequest> for IssueLicense {
         })
     }
 }
-
-const SECONDS_PER_DAY: i64 = 86_400;
 
 /// Issues one license, charging one unit, in one transaction with its ledger entry and
 /// idempotency record. A retry with the same key replays the stored license.
@@ -172,7 +170,7 @@ async fn write_license(
             "fault injection: license write failed".to_owned(),
         ));
     }
-    let expires_utc = plan.duration_days.map(|days| now + days * SECONDS_PER_DAY);
+    let expires_utc = license_expiry(plan.duration_days, now);
     sqlx::query(
         "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
          VALUES ($1, $2, $3, $4, 'direct', $5, $6)",

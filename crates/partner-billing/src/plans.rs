@@ -9,6 +9,14 @@ use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::wire::EndUser;
 
+/// Seconds in a day: plan durations and code validity are whole days.
+pub(crate) const SECONDS_PER_DAY: i64 = 86_400;
+
+/// When a license granted at `now_utc` for a plan of `duration_days` ends; never without one.
+pub(crate) fn license_expiry(duration_days: Option<i64>, now_utc: i64) -> Option<i64> {
+    duration_days.map(|days| now_utc + days * SECONDS_PER_DAY)
+}
+
 /// A plan and its promo policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::db::{Backend, Tx};
+use crate::db::{Backend, Tx, json_param};
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
@@ -253,7 +253,7 @@ pub(crate) async fn debit_many(
         }
     };
     let updated = sqlx::query(sql)
-        .bind(to_json(balances)?)
+        .bind(json_param(balances)?)
         .execute(&mut **tx)
         .await?
         .rows_affected();
@@ -291,16 +291,12 @@ pub(crate) async fn debit_many(
         }
     };
     sqlx::query(sql)
-        .bind(to_json(&entries)?)
+        .bind(json_param(&entries)?)
         .bind(kind.as_str())
         .bind(now_utc)
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
 }
 
 /// Every plan ever credited to the account, zero included, sorted by slug.

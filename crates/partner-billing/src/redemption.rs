@@ -16,12 +16,11 @@ use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
 use crate::operators::OperatorIdentity;
+use crate::plans::license_expiry;
 use crate::promo::normalize_code;
 use crate::store::Store;
 use crate::throttle;
 use crate::wire::{RedeemPromoCodeRequest, RedeemedLicense};
-
-const SECONDS_PER_DAY: i64 = 86_400;
 
 /// A parsed redemption request. The code is kept as typed; it is never printed.
 #[derive(Clone, PartialEq, Eq)]
@@ -242,7 +241,7 @@ async fn grant_license(
         return Err(Error::CodeExhausted);
     }
     let license_id = Uuid::new_v4().to_string();
-    let expires_utc = code.duration_days.map(|days| now + days * SECONDS_PER_DAY);
+    let expires_utc = license_expiry(code.duration_days, now);
     sqlx::query(
         "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, batch_id, created_utc, expires_utc) \
          VALUES ($1, $2, $3, $4, 'promo', $5, $6, $7)",

@@ -1,7 +1,7 @@
 //! The idempotency checks of a license group transaction, set-oriented: every key's lock in
 //! one statement, every stored outcome checked in memory, every record in one insert.
 
-use crate::db::{Backend, Tx};
+use crate::db::{Backend, Tx, json_param};
 use crate::domain::IdempotencyKey;
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -49,7 +49,7 @@ pub(crate) async fn try_lock_many(
         "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
          FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
     )
-    .bind(to_json(&names)?)
+    .bind(json_param(&names)?)
     .fetch_all(&mut **tx)
     .await?;
     if locked.len() != requests.len() {
@@ -122,13 +122,9 @@ pub(crate) async fn record_many(
         }
     };
     sqlx::query(sql)
-        .bind(to_json(rows)?)
+        .bind(json_param(rows)?)
         .bind(now_utc)
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
 }

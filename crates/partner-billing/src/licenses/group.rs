@@ -43,11 +43,11 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, Found, GroupKeyedRequest, Outcome};
 use crate::keys::PartnerAccount;
-use crate::plans::{PlanRow, find_plan};
+use crate::plans::{PlanRow, find_plan, license_expiry};
 use crate::store::{Backend, CrashPoint, FaultPoint, Store, Tx, crash_point};
 use crate::wire::License;
 
-use super::{IssueLicense, SECONDS_PER_DAY, fingerprint};
+use super::{IssueLicense, fingerprint};
 
 mod statements;
 
@@ -370,10 +370,7 @@ async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step
                     login: pending.request.login.to_string(),
                     remaining_balance: balance - 1,
                     created_utc: now,
-                    expires_utc: pending
-                        .plan
-                        .duration_days
-                        .map(|days| now + days * SECONDS_PER_DAY),
+                    expires_utc: license_expiry(pending.plan.duration_days, now),
                 };
                 // Filled in from `charges` once its writes have run.
                 steps.push(None);

@@ -20,15 +20,13 @@ use crate::idempotency::{
     self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started,
 };
 use crate::keys::PartnerAccount;
-use crate::plans::find_plan;
+use crate::plans::{SECONDS_PER_DAY, find_plan};
 use crate::quota::{Charge, EntryKind, debit};
 use crate::store::Store;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.
 pub const MAX_CODES_PER_BATCH: i64 = crate::limits::PROMO_BATCH_MAX_CODES;
-
-const SECONDS_PER_DAY: i64 = 86_400;
 
 /// A parsed batch request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::db::{Backend, Tx, json_param};
 use crate::error::{Error, Result};
 use crate::events::{self, EventData, Subscribers};
 use crate::idempotency::{self, GroupKeyedRequest};
 use crate::quota::{self, EntryKind, GroupDebit};
-use crate::store::{Backend, Store, Tx};
+use crate::store::Store;
 
 use super::{Charge, Pending};
 
@@ -90,10 +91,10 @@ pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) ->
         Option<String>,
     );
     let found: Vec<Row> = sqlx::query_as(sql)
-        .bind(to_json(&logins)?)
-        .bind(to_json(&keys)?)
-        .bind(to_json(&rows)?)
-        .bind(to_json(&accounts)?)
+        .bind(json_param(&logins)?)
+        .bind(json_param(&keys)?)
+        .bind(json_param(&rows)?)
+        .bind(json_param(&accounts)?)
         .fetch_all(&mut **tx)
         .await?;
     let missing = || Error::Internal("a group read row is incomplete".to_owned());
@@ -306,11 +307,11 @@ impl<'a> Writes<'a> {
              SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM led), \
              (SELECT count(*) FROM lic), (SELECT count(*) FROM rec), (SELECT count(*) FROM msg)",
         )
-        .bind(to_json(&self.balances)?)
-        .bind(to_json(&entries)?)
-        .bind(to_json(&license_rows(batch, charges))?)
-        .bind(to_json(&self.records)?)
-        .bind(to_json(&events)?)
+        .bind(json_param(&self.balances)?)
+        .bind(json_param(&entries)?)
+        .bind(json_param(&license_rows(batch, charges))?)
+        .bind(json_param(&self.records)?)
+        .bind(json_param(&events)?)
         .bind(now)
         .fetch_one(&mut **tx)
         .await?;
@@ -361,7 +362,7 @@ async fn insert_licenses(
         }
     };
     sqlx::query(sql)
-        .bind(to_json(&rows)?)
+        .bind(json_param(&rows)?)
         .bind(now)
         .execute(&mut **tx)
         .await?;
@@ -386,8 +387,4 @@ fn license_rows<'a>(
             )
         })
         .collect()
-}
-
-fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Internal(format!("parameters: {e}")))
 }
