@@ -230,13 +230,7 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
 
     // Hold the lock every fresh license needs: SQLite's write lock, or PostgreSQL's balance
     // rows. (Unknown plans and logins are refused before the group, without a lock.)
-    let mut blocker = app.store.begin_write().await.unwrap();
-    if app.store.backend() == Backend::Postgres {
-        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
-            .fetch_all(&mut *blocker)
-            .await
-            .unwrap();
-    }
+    let blocker = hold_the_license_lock(&app).await;
     let mut bodies = Vec::new();
     for i in 0..6 {
         bodies.push(license("pro", "bob", &format!("group-pro-{i}")));
@@ -353,13 +347,7 @@ async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
             .unwrap();
         assert_eq!(used.status(), 200);
     }
-    let mut blocker = app.store.begin_write().await.unwrap();
-    if app.store.backend() == Backend::Postgres {
-        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
-            .fetch_all(&mut *blocker)
-            .await
-            .unwrap();
-    }
+    let blocker = hold_the_license_lock(&app).await;
     let requests: Vec<(&Reseller, String)> = (0..5)
         .map(|i| (&r1, format!("across-1-{i}")))
         .chain((0..2).map(|i| (&r2, format!("across-2-{i}"))))
@@ -378,18 +366,7 @@ async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (waiting, running, _) = app.store.license_group_stats();
-        if waiting + running == requests.len() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the requests queue for the group"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_queued(&app, requests.len()).await;
     blocker.rollback().await.unwrap();
     let mut statuses = (Vec::new(), Vec::new());
     for ((r, _), answer) in requests.iter().zip(answers) {
@@ -448,13 +425,7 @@ async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
         .await
         .unwrap();
     assert_eq!(used.status(), 200);
-    let mut blocker = app.store.begin_write().await.unwrap();
-    if app.store.backend() == Backend::Postgres {
-        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
-            .fetch_all(&mut *blocker)
-            .await
-            .unwrap();
-    }
+    let blocker = hold_the_license_lock(&app).await;
     let answers: Vec<_> = bodies
         .iter()
         .map(|body| {
@@ -468,18 +439,7 @@ async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (waiting, running, _) = app.store.license_group_stats();
-        if waiting + running == bodies.len() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the requests queue for the group"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until_queued(&app, bodies.len()).await;
     // Two transactions: the blocked one, and the next for all that queued behind it. One
     // fault each fails the first write of each; every request of both must fail with it.
     app.store.inject_fault(FaultPoint::LicenseWrite);
@@ -513,4 +473,33 @@ async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
     );
     app.assert_audit_clean().await;
     app.stop().await;
+}
+
+/// Holds the lock every fresh license needs, until the returned transaction ends: SQLite's
+/// write lock, or PostgreSQL's balance rows.
+async fn hold_the_license_lock(app: &TestApp) -> partner_billing::store::Tx {
+    let mut blocker = app.store.begin_write().await.unwrap();
+    if app.store.backend() == Backend::Postgres {
+        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
+            .fetch_all(&mut *blocker)
+            .await
+            .unwrap();
+    }
+    blocker
+}
+
+/// Waits until `count` license requests are queued for, or inside, a group transaction.
+async fn wait_until_queued(app: &TestApp, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (waiting, running, _) = app.store.license_group_stats();
+        if waiting + running == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the requests queue for the group"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
