@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::db::{Backend, Tx, json_param};
+use crate::db::{Tx, json_param};
 use crate::domain::{PlanId, random_base62};
 use crate::error::Result;
 use crate::store::Store;
@@ -315,7 +315,8 @@ pub(crate) fn event_row(
 
 /// The set-oriented [`insert_event`] of a group transaction: every event in one statement and
 /// every outbox message in another, in the order given, due now. Events without an endpoint
-/// are skipped, as [`insert_event`] skips them.
+/// are skipped, as [`insert_event`] skips them. SQLite's license group runs it; PostgreSQL's
+/// writes the same rows in its one statement (`licenses/group`).
 pub(crate) async fn insert_events(
     store: &Store,
     tx: &mut Tx,
@@ -333,20 +334,10 @@ pub(crate) async fn insert_events(
         .iter()
         .map(|(account_id, data, _)| event_row(*account_id, data, now))
         .collect::<Result<Vec<_>>>()?;
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+    let sql = "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
              json_extract(value, '$[2]'), json_extract(value, '$[3]'), $2 \
-             FROM json_each($1) ORDER BY key RETURNING id, event_id"
-        }
-        Backend::Postgres => {
-            "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
-             SELECT j->>0, (j->>1)::bigint, j->>2, j->>3, $2 \
-             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
-             RETURNING id, event_id"
-        }
-    };
+             FROM json_each($1) ORDER BY key RETURNING id, event_id";
     let inserted: Vec<(i64, String)> = sqlx::query_as(sql)
         .bind(json_param(&rows)?)
         .bind(now)
@@ -360,18 +351,9 @@ pub(crate) async fn insert_events(
             .ok_or_else(|| crate::Error::Internal("an event row went missing".to_owned()))?;
         messages.extend(endpoints.iter().map(|endpoint| (event_row, *endpoint)));
     }
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
+    let sql = "INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), 'pending', 0, $2 \
-             FROM json_each($1) ORDER BY key"
-        }
-        Backend::Postgres => {
-            "INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
-             SELECT (j->>0)::bigint, (j->>1)::bigint, 'pending', 0, $2 \
-             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
-        }
-    };
+             FROM json_each($1) ORDER BY key";
     sqlx::query(sql)
         .bind(json_param(&messages)?)
         .bind(now)

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::db::{Backend, Tx, json_param};
+use crate::db::{Tx, json_param};
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
@@ -224,9 +224,9 @@ pub(crate) struct GroupDebit<'a> {
 /// The set-oriented [`debit`] of a group transaction, for balances it read and locked: one
 /// statement sets every debited balance to what its debits leave (each row only if it still
 /// holds what was read), one statement appends every ledger entry. `balances` holds (account,
-/// plan, before, after); the caller has checked that each debit is covered.
+/// plan, before, after); the caller has checked that each debit is covered. SQLite's group
+/// runs it; PostgreSQL's writes the same rows in its one statement (`licenses/group`).
 pub(crate) async fn debit_many(
-    store: &Store,
     tx: &mut Tx,
     balances: &[(i64, i64, i64, i64)],
     debits: &[GroupDebit<'_>],
@@ -236,22 +236,12 @@ pub(crate) async fn debit_many(
     if debits.is_empty() {
         return Ok(());
     }
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "UPDATE balances SET remaining = j.new_remaining FROM \
+    let sql = "UPDATE balances SET remaining = j.new_remaining FROM \
              (SELECT json_extract(value, '$[0]') AS account_id, json_extract(value, '$[1]') AS plan_id, \
              json_extract(value, '$[2]') AS old_remaining, json_extract(value, '$[3]') AS new_remaining \
              FROM json_each($1)) AS j \
              WHERE balances.account_id = j.account_id AND balances.plan_id = j.plan_id \
-             AND balances.remaining = j.old_remaining"
-        }
-        Backend::Postgres => {
-            "UPDATE balances AS b SET remaining = (j->>3)::bigint \
-             FROM json_array_elements($1::json) AS j \
-             WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
-             AND b.remaining = (j->>2)::bigint"
-        }
-    };
+             AND balances.remaining = j.old_remaining";
     let updated = sqlx::query(sql)
         .bind(json_param(balances)?)
         .execute(&mut **tx)
@@ -275,21 +265,11 @@ pub(crate) async fn debit_many(
             )
         })
         .collect();
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "INSERT INTO ledger_entries \
+    let sql = "INSERT INTO ledger_entries \
              (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), $2, \
              json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
-             NULL, json_extract(value, '$[5]'), $3 FROM json_each($1) ORDER BY key"
-        }
-        Backend::Postgres => {
-            "INSERT INTO ledger_entries \
-             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
-             SELECT (j->>0)::bigint, (j->>1)::bigint, $2, (j->>2)::bigint, (j->>3)::bigint, j->>4, \
-             NULL, j->>5, $3 FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
-        }
-    };
+             NULL, json_extract(value, '$[5]'), $3 FROM json_each($1) ORDER BY key";
     sqlx::query(sql)
         .bind(json_param(&entries)?)
         .bind(kind.as_str())

@@ -96,9 +96,9 @@ pub(crate) fn record_row<'a, T: serde::Serialize>(
 }
 
 /// The set-oriented [`record`] of a group transaction: one statement stores every success's
-/// row ([`record_row`]), each with status 200.
+/// row ([`record_row`]), each with status 200. SQLite's group runs it; PostgreSQL's writes
+/// the same rows in its one statement (`licenses/group`).
 pub(crate) async fn record_many(
-    store: &Store,
     tx: &mut Tx,
     rows: &[(i64, &str, &'static str, &str, String)],
     now_utc: i64,
@@ -106,21 +106,11 @@ pub(crate) async fn record_many(
     if rows.is_empty() {
         return Ok(());
     }
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "INSERT INTO idempotency_records \
+    let sql = "INSERT INTO idempotency_records \
              (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
              json_extract(value, '$[2]'), json_extract(value, '$[3]'), 200, \
-             json_extract(value, '$[4]'), $2 FROM json_each($1) ORDER BY key"
-        }
-        Backend::Postgres => {
-            "INSERT INTO idempotency_records \
-             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
-             SELECT (j->>0)::bigint, j->>1, j->>2, j->>3, 200, j->>4, $2 \
-             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
-        }
-    };
+             json_extract(value, '$[4]'), $2 FROM json_each($1) ORDER BY key";
     sqlx::query(sql)
         .bind(json_param(rows)?)
         .bind(now_utc)

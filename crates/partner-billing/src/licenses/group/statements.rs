@@ -60,24 +60,27 @@ pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) ->
              FROM json_each($3) AS j JOIN balance_alerts a ON a.account_id = json_extract(j.value, '$[0]') \
              AND a.plan_id = json_extract(j.value, '$[1]')"
         }
+        // `small_json_array` (migration 0009) rather than `json_array_elements`: with a
+        // small row estimate the planner probes each table's index once per element instead
+        // of hashing a scan of the whole table.
         Backend::Postgres => {
-            "WITH locked AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining FROM balances b \
-             WHERE (b.account_id, b.plan_id) IN \
-             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($3::json) AS j) \
-             ORDER BY b.account_id, b.plan_id FOR UPDATE) \
-             SELECT 'u' AS kind, id AS a, NULL::bigint AS b, NULL::bigint AS c, login AS s, \
+            "WITH locked AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining \
+             FROM small_json_array($3::json) AS j JOIN balances b \
+             ON b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+             ORDER BY b.account_id, b.plan_id FOR UPDATE OF b) \
+             SELECT 'u' AS kind, u.id AS a, NULL::bigint AS b, NULL::bigint AS c, u.login AS s, \
              NULL::text AS t, NULL::text AS v, NULL::text AS w \
-             FROM users WHERE login IN (SELECT json_array_elements_text($1::json)) \
+             FROM small_json_array($1::json) AS l JOIN users u ON u.login = l #>> '{}' \
              UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
-             r.fingerprint, r.response_body FROM json_array_elements($2::json) AS j \
+             r.fingerprint, r.response_body FROM small_json_array($2::json) AS j \
              JOIN idempotency_records r ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1 \
              UNION ALL SELECT 'b', account_id, plan_id, remaining, NULL, NULL, NULL, NULL FROM locked \
-             UNION ALL SELECT 'e', account_id, id, NULL, event_types, NULL, NULL, NULL FROM webhook_endpoints \
-             WHERE account_id IN (SELECT (json_array_elements_text($4::json))::bigint) \
-             AND status = 'enabled' \
+             UNION ALL SELECT 'e', e.account_id, e.id, NULL, e.event_types, NULL, NULL, NULL \
+             FROM small_json_array($4::json) AS j JOIN webhook_endpoints e \
+             ON e.account_id = (j #>> '{}')::bigint AND e.status = 'enabled' \
              UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
-             FROM balance_alerts a WHERE (a.account_id, a.plan_id) IN \
-             (SELECT (j->>0)::bigint, (j->>1)::bigint FROM json_array_elements($3::json) AS j)"
+             FROM small_json_array($3::json) AS j JOIN balance_alerts a \
+             ON a.account_id = (j->>0)::bigint AND a.plan_id = (j->>1)::bigint"
         }
     };
     type Row = (
@@ -230,7 +233,6 @@ impl<'a> Writes<'a> {
         now: i64,
     ) -> Result<()> {
         quota::debit_many(
-            store,
             tx,
             &self.balances,
             &self.debits,
@@ -238,9 +240,9 @@ impl<'a> Writes<'a> {
             now,
         )
         .await?;
-        insert_licenses(store, tx, batch, charges, now).await?;
+        insert_licenses(tx, batch, charges, now).await?;
         events::insert_events(store, tx, &self.events).await?;
-        idempotency::record_many(store, tx, &self.records, now).await
+        idempotency::record_many(tx, &self.records, now).await
     }
 
     /// PostgreSQL: every write in one statement of data-modifying CTEs, one round trip. The
@@ -277,7 +279,7 @@ impl<'a> Writes<'a> {
             .collect::<Result<Vec<_>>>()?;
         let counts: (i64, i64, i64, i64, i64) = sqlx::query_as(
             "WITH upd AS (UPDATE balances AS b SET remaining = (j->>3)::bigint \
-             FROM json_array_elements($1::json) AS j \
+             FROM small_json_array($1::json) AS j \
              WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
              AND b.remaining = (j->>2)::bigint RETURNING 1), \
              led AS (INSERT INTO ledger_entries \
@@ -339,28 +341,18 @@ impl<'a> Writes<'a> {
     }
 }
 
-/// Every charged license, in one statement.
+/// Every charged license, in one statement (SQLite's group).
 async fn insert_licenses(
-    store: &Store,
     tx: &mut Tx,
     batch: &[Pending],
     charges: &[Charge],
     now: i64,
 ) -> Result<()> {
     let rows = license_rows(batch, charges);
-    let sql = match store.backend() {
-        Backend::Sqlite => {
-            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+    let sql = "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), \
              json_extract(value, '$[3]'), 'direct', $2, json_extract(value, '$[4]') \
-             FROM json_each($1) ORDER BY key"
-        }
-        Backend::Postgres => {
-            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-             SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $2, (j->>4)::bigint \
-             FROM json_array_elements($1::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n"
-        }
-    };
+             FROM json_each($1) ORDER BY key";
     sqlx::query(sql)
         .bind(json_param(&rows)?)
         .bind(now)
