@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{Any, AnyPool, Executor, Transaction};
+use sqlx::{Any, AnyPool, Connection, Executor, Transaction};
 
 use crate::error::{Error, Result};
 
@@ -47,6 +47,9 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
 const SQLITE_CONNECTIONS: u32 = 4;
 
+/// A pooled connection idle this long is pinged before it is handed out.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 /// How long a request waits for a database connection before answering 503.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -76,7 +79,22 @@ impl Db {
         let options = AnyConnectOptions::from_str(&url).map_err(|e| {
             Error::Internal(format!("invalid database URL: {}", redact_url_error(&e)))
         })?;
-        let pool_options = AnyPoolOptions::new().acquire_timeout(ACQUIRE_TIMEOUT);
+        let pool_options = AnyPoolOptions::new()
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            // sqlx pings every connection it hands out by default: a round trip before each
+            // request's first statement. A connection in steady use is checked by that
+            // statement instead (a broken one fails it with a retryable 503 and is closed when
+            // sqlx pings it on release); one that sat idle, as through a database restart, is
+            // pinged first.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_WHEN_IDLE_FOR {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            });
         let pool = match backend {
             Backend::Sqlite => {
                 pool_options

@@ -18,7 +18,8 @@ use crate::store::Store;
 mod group;
 
 pub(crate) use group::{
-    Found, GroupKeyedRequest, StoredOutcome, check, record_many, record_row, try_lock_many,
+    Found, GroupKeyedRequest, StoredOutcome, check, lock_names, record_many, record_row,
+    try_lock_many,
 };
 
 /// The outcome of a partner write, and whether it was replayed from an earlier success.

@@ -475,13 +475,14 @@ async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
     app.stop().await;
 }
 
-/// Holds the lock every fresh license needs, until the returned transaction ends: SQLite's
-/// write lock, or PostgreSQL's balance rows.
+/// Holds what every license group needs before its first statement can finish, until the
+/// returned transaction ends: SQLite's write lock; on PostgreSQL the `users` table, which the
+/// group's one read joins whether it runs first without locks or again under them.
 async fn hold_the_license_lock(app: &TestApp) -> partner_billing::store::Tx {
     let mut blocker = app.store.begin_write().await.unwrap();
     if app.store.backend() == Backend::Postgres {
-        sqlx::query("SELECT remaining FROM balances FOR UPDATE")
-            .fetch_all(&mut *blocker)
+        sqlx::query("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *blocker)
             .await
             .unwrap();
     }

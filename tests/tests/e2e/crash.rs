@@ -202,7 +202,7 @@ async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
                                 false
                             }
                             Ok(response) => {
-                                panic!("unexpected {} before the kill", response.status())
+                                panic!("unexpected {} before the kill: {} {:?}", response.status(), attempt.path, response.text().await)
                             }
                             Err(_) => true,
                         };

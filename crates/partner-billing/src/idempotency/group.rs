@@ -41,10 +41,7 @@ pub(crate) async fn try_lock_many(
     if store.backend() != Backend::Postgres || requests.is_empty() {
         return Ok(vec![true; requests.len()]);
     }
-    let names: Vec<String> = requests
-        .iter()
-        .map(|r| Scope::Account(r.account_id).lock_name(r.key))
-        .collect();
+    let names = lock_names(requests);
     let locked: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
          FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
@@ -56,6 +53,16 @@ pub(crate) async fn try_lock_many(
         return Err(Error::Internal("advisory locks miscounted".to_owned()));
     }
     Ok(locked)
+}
+
+/// The names of the requests' advisory locks, as [`try_lock_many`] takes them.
+pub(crate) fn lock_names<'a>(
+    requests: impl IntoIterator<Item = &'a GroupKeyedRequest<'a>>,
+) -> Vec<String> {
+    requests
+        .into_iter()
+        .map(|r| Scope::Account(r.account_id).lock_name(r.key))
+        .collect()
 }
 
 /// What [`find_outcome`] concludes for a request from its lock and its stored outcome.

@@ -37,21 +37,23 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use sqlx::Connection;
 use tokio::sync::oneshot;
-use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Fingerprint, Found, GroupKeyedRequest, Outcome};
+use crate::idempotency::{self, Fingerprint, Outcome};
 use crate::keys::PartnerAccount;
-use crate::plans::{PlanRow, find_plan, license_expiry};
-use crate::store::{Backend, CrashPoint, FaultPoint, Store, Tx, crash_point};
+use crate::plans::{PlanRow, find_plan};
+use crate::store::{Backend, CrashPoint, Store, Tx, crash_point};
 use crate::wire::License;
 
 use super::{IssueLicense, fingerprint};
 
+mod decide;
 mod statements;
 
-use statements::{Writes, read_group};
+use decide::{Charge, Decided, decide, keyed_requests};
+use statements::{Lock, Written, read_group};
 
 /// Most requests one transaction takes; more wait for the next one.
 const MAX_GROUP: usize = 64;
@@ -255,8 +257,17 @@ async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
     // Concurrent requests have no order of their own to keep; the sort is stable, so one
     // balance's requests keep their arrival order.
     batch.sort_by_key(|p| (p.account.account_id, p.plan.id));
-    let mut tx = match store.begin_write().await {
-        Ok(tx) => tx,
+    let settled = match store.backend() {
+        Backend::Postgres => match optimistic(store, &batch).await {
+            Ok(Some(settled)) => Ok(settled),
+            // A row changed between the read and the write: the careful way settles it.
+            Ok(None) => locked(store, &batch).await,
+            Err(err) => Err(err),
+        },
+        Backend::Sqlite => locked(store, &batch).await,
+    };
+    let (steps, committed) = match settled {
+        Ok(settled) => settled,
         Err(err) => {
             for pending in batch {
                 let _ = pending.reply.send(Err(shared_failure(&err)));
@@ -264,30 +275,12 @@ async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
             return;
         }
     };
-    let steps = match steps(store, &mut tx, &batch).await {
-        Ok(steps) => steps,
-        Err(err) => {
-            let _ = tx.rollback().await;
-            for pending in batch {
-                let _ = pending.reply.send(Err(shared_failure(&err)));
-            }
-            return;
-        }
-    };
-    let wrote = steps.iter().any(|s| matches!(s, Step::Fresh(_)));
-    let committed = if wrote {
-        crash_point(CrashPoint::BeforeCommit);
-        let committed = tx.commit().await.map_err(Error::from);
-        crash_point(CrashPoint::AfterCommit);
+    if committed.is_ok() && steps.iter().any(|s| matches!(s, Step::Fresh(_))) {
         tracing::debug!(requests = batch.len(), "license group committed");
-        if let (Ok(()), Some(observe)) = (&committed, store.license_groups().observer.get()) {
+        if let Some(observe) = store.license_groups().observer.get() {
             observe(batch.len());
         }
-        committed
-    } else {
-        let _ = tx.rollback().await;
-        Ok(())
-    };
+    }
     for (pending, step) in batch.into_iter().zip(steps) {
         let answer = match (step, &committed) {
             (Step::Fresh(license), Ok(())) => {
@@ -312,99 +305,110 @@ async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
     }
 }
 
-/// One license the group charges, with what its writes need.
-struct Charge {
-    index: usize,
-    user_id: i64,
-    actor: String,
-    license: License,
+/// Each request's fingerprint, in batch order.
+fn fingerprints(batch: &[Pending]) -> Vec<Fingerprint> {
+    batch.iter().map(|p| fingerprint(&p.request)).collect()
 }
 
-/// The group's statements and decisions; an error fails the whole group.
-async fn steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Vec<Step>> {
-    let now = store.now_utc();
-    let fingerprints: Vec<Fingerprint> = batch.iter().map(|p| fingerprint(&p.request)).collect();
-    let keyed: Vec<GroupKeyedRequest<'_>> = batch
-        .iter()
-        .zip(&fingerprints)
-        .map(|(p, fingerprint)| GroupKeyedRequest {
-            account_id: p.account.account_id,
-            key: &p.request.idempotency_key,
-            fingerprint,
-        })
-        .collect();
-    let locked_keys = idempotency::try_lock_many(store, tx, &keyed).await?;
-    let read = read_group(store, tx, batch).await?;
-    let mut remaining = read.balances.clone();
+/// Each request's step, and whether the writes committed (`Ok` too when there were none).
+type Settled = (Vec<Step>, Result<()>);
 
-    // The decisions, in the order of the one-request path: the login (an unknown one is
-    // refused as insufficient quota when the balance could not have paid), then the key, then
-    // the balance.
-    let mut steps = Vec::with_capacity(batch.len());
-    let mut charges = Vec::new();
-    for (index, (pending, keyed)) in batch.iter().zip(&keyed).enumerate() {
-        let row = (pending.account.account_id, pending.plan.id.get());
-        let balance = remaining.get(&row).copied().unwrap_or(0);
-        let Some(&user_id) = read.users.get(pending.request.login.as_str()) else {
-            steps.push(Some(Step::Refused(if balance < 1 {
-                Error::InsufficientQuota
-            } else {
-                Error::UnknownLogin
-            })));
-            continue;
-        };
-        let stored = read
-            .outcomes
-            .get(&(keyed.account_id, keyed.key.as_str().to_owned()));
-        match idempotency::check(locked_keys[index], stored, keyed.fingerprint) {
-            Found::Refused(err) => steps.push(Some(Step::Refused(err))),
-            Found::Replay(body) => steps.push(Some(Step::Replay(body))),
-            Found::Fresh if balance < 1 => {
-                steps.push(Some(Step::Refused(Error::InsufficientQuota)));
-            }
-            Found::Fresh => {
-                remaining.insert(row, balance - 1);
-                let license = License {
-                    license_id: Uuid::new_v4().to_string(),
-                    plan_slug: pending.request.plan.to_string(),
-                    login: pending.request.login.to_string(),
-                    remaining_balance: balance - 1,
-                    created_utc: now,
-                    expires_utc: license_expiry(pending.plan.duration_days, now),
-                };
-                // Filled in from `charges` once its writes have run.
-                steps.push(None);
-                charges.push(Charge {
-                    index,
-                    user_id,
-                    actor: format!("api_key:{}", pending.account.api_key_id),
-                    license,
-                });
-            }
+/// PostgreSQL's first try, two statements and no explicit transaction: one read without
+/// locks, the decisions, then one write statement that commits on its own and guards
+/// everything the decisions assumed (every balance still holds what was read, no key has a
+/// record yet). If another process moved a row in between, the write fails whole and this
+/// answers `None`: nothing was written, and the caller runs the group again under locks.
+async fn optimistic(store: &Store, batch: &[Pending]) -> Result<Option<Settled>> {
+    let mut conn = store.pool().acquire().await?;
+    let read = read_group(store, &mut conn, batch, Lock::None).await?;
+    // No lock is taken before the read: the write takes every key's lock it records.
+    let keys_held = vec![true; batch.len()];
+    let decided = decide(store, batch, fingerprints(batch), &read, &keys_held)?;
+    if decided.charges.is_empty() {
+        // Replays and refusals, read from committed rows: nothing to write.
+        return Ok(Some((decided.into_steps()?, Ok(()))));
+    }
+    let writes = decided.writes(store, batch, &read)?;
+    crash_point(CrashPoint::BeforeCommit);
+    match writes
+        .run_postgres(&mut conn, batch, &decided.charges, decided.now)
+        .await
+    {
+        Ok(Written::All) => {}
+        Ok(Written::Conflict) => {
+            // PostgreSQL reports the error before it has rolled the statement back and
+            // released its advisory locks; the locked try must not find them still held.
+            // The ping's answer comes after the rollback.
+            conn.ping().await?;
+            return Ok(None);
+        }
+        Err(err) => {
+            // Sent but unanswered: it may have committed, so no retry here; the client's
+            // retry with its key settles it.
+            return Ok(Some((decided.into_steps()?, Err(err))));
         }
     }
-    if !charges.is_empty() {
-        if store.fault(FaultPoint::LicenseWrite) {
-            return Err(Error::Internal(
-                "fault injection: license write failed".to_owned(),
-            ));
+    crash_point(CrashPoint::AfterCommit);
+    if !writes.events.is_empty() {
+        store.wake_webhook_worker();
+    }
+    Ok(Some((decided.into_steps()?, Ok(()))))
+}
+
+/// The group in one transaction under locks: on PostgreSQL every key's advisory lock and every
+/// balance row locked before the read; on SQLite the write lock taken by `BEGIN IMMEDIATE`.
+async fn locked(store: &Store, batch: &[Pending]) -> Result<Settled> {
+    let mut tx = store.begin_write().await?;
+    let decided = match locked_steps(store, &mut tx, batch).await {
+        Ok(decided) => decided,
+        Err(err) => {
+            let _ = tx.rollback().await;
+            return Err(err);
         }
-        let writes = Writes::new(batch, &read, &remaining, &charges, &keyed)?;
+    };
+    let committed = if decided.charges.is_empty() {
+        let _ = tx.rollback().await;
+        Ok(())
+    } else {
+        crash_point(CrashPoint::BeforeCommit);
+        let committed = tx.commit().await.map_err(Error::from);
+        crash_point(CrashPoint::AfterCommit);
+        committed
+    };
+    Ok((decided.into_steps()?, committed))
+}
+
+/// The locked group's statements and decisions; an error fails the whole group.
+async fn locked_steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<Decided> {
+    let fingerprints = fingerprints(batch);
+    let keys_held =
+        idempotency::try_lock_many(store, tx, &keyed_requests(batch, &fingerprints)).await?;
+    let read = read_group(store, tx, batch, Lock::ForUpdate).await?;
+    let decided = decide(store, batch, fingerprints, &read, &keys_held)?;
+    if !decided.charges.is_empty() {
+        let writes = decided.writes(store, batch, &read)?;
         match store.backend() {
-            Backend::Postgres => writes.run_postgres(tx, batch, &charges, now).await?,
-            Backend::Sqlite => writes.run_sqlite(store, tx, batch, &charges, now).await?,
+            Backend::Postgres => {
+                let written = writes
+                    .run_postgres(tx, batch, &decided.charges, decided.now)
+                    .await?;
+                if written == Written::Conflict {
+                    return Err(Error::Internal(
+                        "a row locked by the license group changed under it".to_owned(),
+                    ));
+                }
+            }
+            Backend::Sqlite => {
+                writes
+                    .run_sqlite(store, tx, batch, &decided.charges, decided.now)
+                    .await?;
+            }
         }
         if !writes.events.is_empty() {
             store.wake_webhook_worker();
         }
     }
-    for charge in charges {
-        steps[charge.index] = Some(Step::Fresh(charge.license));
-    }
-    steps
-        .into_iter()
-        .map(|step| step.ok_or_else(|| Error::Internal("a request without a step".to_owned())))
-        .collect()
+    Ok(decided)
 }
 
 /// The license group queues live in the runtime's slot for them, typed here, so that the

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use sqlx::AnyConnection;
+
 use crate::db::{Backend, Tx, json_param};
 use crate::error::{Error, Result};
 use crate::events::{self, EventData, Subscribers};
@@ -27,12 +29,55 @@ pub(super) struct GroupRead {
     pub(super) thresholds: HashMap<(i64, i64), i64>,
 }
 
+/// How the group's read treats the balance rows it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lock {
+    /// Read as they are: the write guards them (PostgreSQL's first try).
+    None,
+    /// Locked until the transaction ends, in (account, plan) order (PostgreSQL); SQLite's write
+    /// lock covers them either way.
+    ForUpdate,
+}
+
+/// The PostgreSQL read with or without `FOR UPDATE OF b` on the balances. It reads through
+/// `small_json_array` (migration 0009) rather than `json_array_elements`: with a small row
+/// estimate the planner probes each table's index once per element instead of hashing a scan
+/// of the whole table.
+macro_rules! postgres_group_read {
+    ($lock:literal) => {
+        concat!(
+            "WITH bal AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining \
+             FROM small_json_array($3::json) AS j JOIN balances b \
+             ON b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+             ORDER BY b.account_id, b.plan_id",
+            $lock,
+            ") SELECT 'u' AS kind, u.id AS a, NULL::bigint AS b, NULL::bigint AS c, u.login AS s, \
+             NULL::text AS t, NULL::text AS v, NULL::text AS w \
+             FROM small_json_array($1::json) AS l JOIN users u ON u.login = l #>> '{}' \
+             UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
+             r.fingerprint, r.response_body FROM small_json_array($2::json) AS j \
+             JOIN idempotency_records r ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1 \
+             UNION ALL SELECT 'b', account_id, plan_id, remaining, NULL, NULL, NULL, NULL FROM bal \
+             UNION ALL SELECT 'e', e.account_id, e.id, NULL, e.event_types, NULL, NULL, NULL \
+             FROM small_json_array($4::json) AS j JOIN webhook_endpoints e \
+             ON e.account_id = (j #>> '{}')::bigint AND e.status = 'enabled' \
+             UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
+             FROM small_json_array($3::json) AS j JOIN balance_alerts a \
+             ON a.account_id = (j->>0)::bigint AND a.plan_id = (j->>1)::bigint"
+        )
+    };
+}
+
 /// Reads, in one statement, everything the group's decisions need: the logins' user ids, the
-/// keys' stored outcomes, the balances (locked, in (account, plan) order, on PostgreSQL; the
-/// write lock covers them on SQLite), the accounts' enabled endpoints and low-balance
-/// thresholds. On PostgreSQL it follows the statement that took the keys' advisory locks, so
-/// its snapshot sees every outcome committed under them.
-pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<GroupRead> {
+/// keys' stored outcomes, the balances, the accounts' enabled endpoints and low-balance
+/// thresholds. Under [`Lock::ForUpdate`] on PostgreSQL it follows the statement that took the
+/// keys' advisory locks, so its snapshot sees every outcome committed under them.
+pub(super) async fn read_group(
+    store: &Store,
+    conn: &mut AnyConnection,
+    batch: &[Pending],
+    lock: Lock,
+) -> Result<GroupRead> {
     let logins: BTreeSet<&str> = batch.iter().map(|p| p.request.login.as_str()).collect();
     let keys: Vec<(i64, &str)> = batch
         .iter()
@@ -43,8 +88,8 @@ pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) ->
         .map(|p| (p.account.account_id, p.plan.id.get()))
         .collect();
     let accounts: BTreeSet<i64> = batch.iter().map(|p| p.account.account_id).collect();
-    let sql = match store.backend() {
-        Backend::Sqlite => {
+    let sql = match (store.backend(), lock) {
+        (Backend::Sqlite, _) => {
             "SELECT 'u' AS kind, id AS a, NULL AS b, NULL AS c, login AS s, NULL AS t, NULL AS v, \
              NULL AS w FROM users WHERE login IN (SELECT value FROM json_each($1)) \
              UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
@@ -60,28 +105,8 @@ pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) ->
              FROM json_each($3) AS j JOIN balance_alerts a ON a.account_id = json_extract(j.value, '$[0]') \
              AND a.plan_id = json_extract(j.value, '$[1]')"
         }
-        // `small_json_array` (migration 0009) rather than `json_array_elements`: with a
-        // small row estimate the planner probes each table's index once per element instead
-        // of hashing a scan of the whole table.
-        Backend::Postgres => {
-            "WITH locked AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining \
-             FROM small_json_array($3::json) AS j JOIN balances b \
-             ON b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
-             ORDER BY b.account_id, b.plan_id FOR UPDATE OF b) \
-             SELECT 'u' AS kind, u.id AS a, NULL::bigint AS b, NULL::bigint AS c, u.login AS s, \
-             NULL::text AS t, NULL::text AS v, NULL::text AS w \
-             FROM small_json_array($1::json) AS l JOIN users u ON u.login = l #>> '{}' \
-             UNION ALL SELECT 'i', r.account_id, NULL, NULL, r.idempotency_key, r.operation, \
-             r.fingerprint, r.response_body FROM small_json_array($2::json) AS j \
-             JOIN idempotency_records r ON r.account_id = (j->>0)::bigint AND r.idempotency_key = j->>1 \
-             UNION ALL SELECT 'b', account_id, plan_id, remaining, NULL, NULL, NULL, NULL FROM locked \
-             UNION ALL SELECT 'e', e.account_id, e.id, NULL, e.event_types, NULL, NULL, NULL \
-             FROM small_json_array($4::json) AS j JOIN webhook_endpoints e \
-             ON e.account_id = (j #>> '{}')::bigint AND e.status = 'enabled' \
-             UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
-             FROM small_json_array($3::json) AS j JOIN balance_alerts a \
-             ON a.account_id = (j->>0)::bigint AND a.plan_id = (j->>1)::bigint"
-        }
+        (Backend::Postgres, Lock::None) => postgres_group_read!(""),
+        (Backend::Postgres, Lock::ForUpdate) => postgres_group_read!(" FOR UPDATE OF b"),
     };
     type Row = (
         String,
@@ -98,7 +123,7 @@ pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) ->
         .bind(json_param(&keys)?)
         .bind(json_param(&rows)?)
         .bind(json_param(&accounts)?)
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *conn)
         .await?;
     let missing = || Error::Internal("a group read row is incomplete".to_owned());
     let mut read = GroupRead::default();
@@ -134,6 +159,49 @@ pub(super) async fn read_group(store: &Store, tx: &mut Tx, batch: &[Pending]) ->
     Ok(read)
 }
 
+/// The group's writes on PostgreSQL, one statement of data-modifying CTEs: balances updated
+/// only where they still hold what was read ($1), ledger entries ($2), licenses ($3),
+/// idempotency records ($4), events and their outbox messages ($5), all at $6; it fails whole
+/// unless it wrote $7 balances, $8 entries, $9 licenses, $10 records and $11 messages. First
+/// it takes the advisory lock of every key it records ($12; already held under the locked
+/// path), so a key another replica is working on stops it. The ledger entries wait for the
+/// balance updates (and their row locks), so a balance's entries take ids in the order their
+/// writers commit.
+const POSTGRES_GROUP_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and( \
+     pg_try_advisory_xact_lock(hashtextextended(k, 0))), true) AS ok \
+     FROM json_array_elements_text($12::json) AS k), \
+     upd AS (UPDATE balances AS b SET remaining = (j->>3)::bigint \
+     FROM small_json_array($1::json) AS j \
+     WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
+     AND b.remaining = (j->>2)::bigint AND (SELECT ok FROM held) RETURNING 1), \
+     led AS (INSERT INTO ledger_entries \
+     (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
+     SELECT (j->>0)::bigint, (j->>1)::bigint, 'license', (j->>2)::bigint, (j->>3)::bigint, \
+     j->>4, NULL, j->>5, $6 FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
+     WHERE (SELECT count(*) FROM upd) = $7 ORDER BY t.n RETURNING 1), \
+     lic AS (INSERT INTO licenses \
+     (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+     SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $6, \
+     (j->>4)::bigint FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) \
+     ORDER BY t.n RETURNING 1), \
+     rec AS (INSERT INTO idempotency_records \
+     (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
+     SELECT (j->>0)::bigint, j->>1, j->>2, j->>3, 200, j->>4, $6 \
+     FROM json_array_elements($4::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
+     ev AS (INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+     SELECT j->>0, (j->>1)::bigint, j->>2, j->>3, $6 \
+     FROM json_array_elements($5::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
+     RETURNING id, event_id), \
+     msg AS (INSERT INTO webhook_messages \
+     (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
+     SELECT ev.id, e.endpoint::bigint, 'pending', 0, $6 \
+     FROM json_array_elements($5::json) AS j JOIN ev ON ev.event_id = j->>0 \
+     CROSS JOIN LATERAL json_array_elements_text(j->4) WITH ORDINALITY AS e(endpoint, n) \
+     ORDER BY ev.id, e.n RETURNING 1) \
+     SELECT group_rows_written((SELECT count(*) FROM upd) = $7 \
+     AND (SELECT count(*) FROM led) = $8 AND (SELECT count(*) FROM lic) = $9 \
+     AND (SELECT count(*) FROM rec) = $10 AND (SELECT count(*) FROM msg) = $11)";
+
 /// The rows a group writes, built once; one statement on PostgreSQL, one per table on SQLite.
 pub(super) struct Writes<'a> {
     /// (account, plan, before, after) of every debited balance.
@@ -143,6 +211,8 @@ pub(super) struct Writes<'a> {
     records: Vec<(i64, &'a str, &'static str, &'a str, String)>,
     /// (account, event, endpoints), in the order the one-request path records them.
     pub(super) events: Vec<(i64, EventData, Vec<i64>)>,
+    /// The advisory lock names of the recorded keys.
+    lock_names: Vec<String>,
 }
 
 impl<'a> Writes<'a> {
@@ -176,6 +246,7 @@ impl<'a> Writes<'a> {
             .iter()
             .map(|c| idempotency::record_row(&keyed[c.index], &c.license))
             .collect::<Result<Vec<_>>>()?;
+        let lock_names = idempotency::lock_names(charges.iter().map(|c| &keyed[c.index]));
         let subscribers = Subscribers::from_rows(
             charges.iter().map(|c| batch[c.index].account.account_id),
             read.endpoints.iter().cloned(),
@@ -220,6 +291,7 @@ impl<'a> Writes<'a> {
             debits,
             records,
             events,
+            lock_names,
         })
     }
 
@@ -232,28 +304,24 @@ impl<'a> Writes<'a> {
         charges: &[Charge],
         now: i64,
     ) -> Result<()> {
-        quota::debit_many(
-            tx,
-            &self.balances,
-            &self.debits,
-            EntryKind::License,
-            now,
-        )
-        .await?;
+        quota::debit_many(tx, &self.balances, &self.debits, EntryKind::License, now).await?;
         insert_licenses(tx, batch, charges, now).await?;
         events::insert_events(store, tx, &self.events).await?;
         idempotency::record_many(tx, &self.records, now).await
     }
 
     /// PostgreSQL: every write in one statement of data-modifying CTEs, one round trip. The
-    /// outbox messages reference the events inserted beside them by event id.
+    /// outbox messages reference the events inserted beside them by event id. The statement
+    /// checks its own work: unless every balance still held what was read and every row went
+    /// in, it fails whole (`group_rows_written`, migration 0009) and this answers
+    /// [`Written::Conflict`]; so it may run outside a transaction, committing on its own.
     pub(super) async fn run_postgres(
         &self,
-        tx: &mut Tx,
+        conn: &mut AnyConnection,
         batch: &[Pending],
         charges: &[Charge],
         now: i64,
-    ) -> Result<()> {
+    ) -> Result<Written> {
         let entries: Vec<(i64, i64, i64, i64, &str, &str)> = self
             .debits
             .iter()
@@ -277,68 +345,49 @@ impl<'a> Writes<'a> {
                 Ok((event_id, account_id, event_type, body, endpoints))
             })
             .collect::<Result<Vec<_>>>()?;
-        let counts: (i64, i64, i64, i64, i64) = sqlx::query_as(
-            "WITH upd AS (UPDATE balances AS b SET remaining = (j->>3)::bigint \
-             FROM small_json_array($1::json) AS j \
-             WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
-             AND b.remaining = (j->>2)::bigint RETURNING 1), \
-             led AS (INSERT INTO ledger_entries \
-             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
-             SELECT (j->>0)::bigint, (j->>1)::bigint, 'license', (j->>2)::bigint, (j->>3)::bigint, \
-             j->>4, NULL, j->>5, $6 FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
-             ORDER BY t.n RETURNING 1), \
-             lic AS (INSERT INTO licenses \
-             (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-             SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $6, \
-             (j->>4)::bigint FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) \
-             ORDER BY t.n RETURNING 1), \
-             rec AS (INSERT INTO idempotency_records \
-             (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
-             SELECT (j->>0)::bigint, j->>1, j->>2, j->>3, 200, j->>4, $6 \
-             FROM json_array_elements($4::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
-             ev AS (INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
-             SELECT j->>0, (j->>1)::bigint, j->>2, j->>3, $6 \
-             FROM json_array_elements($5::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
-             RETURNING id, event_id), \
-             msg AS (INSERT INTO webhook_messages \
-             (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
-             SELECT ev.id, e.endpoint::bigint, 'pending', 0, $6 \
-             FROM json_array_elements($5::json) AS j JOIN ev ON ev.event_id = j->>0 \
-             CROSS JOIN LATERAL json_array_elements_text(j->4) WITH ORDINALITY AS e(endpoint, n) \
-             ORDER BY ev.id, e.n RETURNING 1) \
-             SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM led), \
-             (SELECT count(*) FROM lic), (SELECT count(*) FROM rec), (SELECT count(*) FROM msg)",
-        )
-        .bind(json_param(&self.balances)?)
-        .bind(json_param(&entries)?)
-        .bind(json_param(&license_rows(batch, charges))?)
-        .bind(json_param(&self.records)?)
-        .bind(json_param(&events)?)
-        .bind(now)
-        .fetch_one(&mut **tx)
-        .await?;
         let messages: usize = self.events.iter().map(|(_, _, e)| e.len()).sum();
-        let expected = (
-            self.balances.len(),
-            self.debits.len(),
-            charges.len(),
-            self.records.len(),
-            messages,
-        );
-        let counted = (
-            usize::try_from(counts.0).unwrap_or(usize::MAX),
-            usize::try_from(counts.1).unwrap_or(usize::MAX),
-            usize::try_from(counts.2).unwrap_or(usize::MAX),
-            usize::try_from(counts.3).unwrap_or(usize::MAX),
-            usize::try_from(counts.4).unwrap_or(usize::MAX),
-        );
-        if counted != expected {
-            return Err(Error::Internal(format!(
-                "the group's writes wrote {counted:?} rows, not {expected:?}"
-            )));
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        // `execute`, not `fetch_one`: it returns once the statement has ended (outside a
+        // transaction: committed), not as soon as its row arrives.
+        let written = sqlx::query(POSTGRES_GROUP_WRITE)
+            .bind(json_param(&self.balances)?)
+            .bind(json_param(&entries)?)
+            .bind(json_param(&license_rows(batch, charges))?)
+            .bind(json_param(&self.records)?)
+            .bind(json_param(&events)?)
+            .bind(now)
+            .bind(count(self.balances.len()))
+            .bind(count(self.debits.len()))
+            .bind(count(charges.len()))
+            .bind(count(self.records.len()))
+            .bind(count(messages))
+            .bind(json_param(&self.lock_names)?)
+            .execute(&mut *conn)
+            .await;
+        match written {
+            Ok(_) => Ok(Written::All),
+            Err(err) if is_write_conflict(&err) => Ok(Written::Conflict),
+            Err(err) => Err(err.into()),
         }
-        Ok(())
     }
+}
+
+/// What the group's PostgreSQL write statement came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Written {
+    /// Every row, committed with the statement when it ran outside a transaction.
+    All,
+    /// Nothing: a balance no longer held what was read, a key already had a record or was
+    /// locked by another replica, or two writers deadlocked on their rows.
+    Conflict,
+}
+
+/// The errors by which the write statement says another writer got there first:
+/// `group_rows_written`'s serialization failure, a unique violation, a deadlock.
+fn is_write_conflict(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(sqlx::error::DatabaseError::code)
+        .is_some_and(|code| matches!(code.as_ref(), "40001" | "23505" | "40P01"))
 }
 
 /// Every charged license, in one statement (SQLite's group).
@@ -380,3 +429,6 @@ fn license_rows<'a>(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

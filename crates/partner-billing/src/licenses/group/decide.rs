@@ -1,0 +1,141 @@
+//! The group's decisions, request by request in arrival order within each balance, from what
+//! its one read found: no statement runs here.
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use super::statements::{GroupRead, Writes};
+use super::{Pending, Step};
+use crate::error::{Error, Result};
+use crate::idempotency::{self, Fingerprint, Found, GroupKeyedRequest};
+use crate::plans::license_expiry;
+use crate::store::{FaultPoint, Store};
+use crate::wire::License;
+
+/// One license the group charges, with what its writes need.
+pub(super) struct Charge {
+    pub(super) index: usize,
+    pub(super) user_id: i64,
+    pub(super) actor: String,
+    pub(super) license: License,
+}
+
+/// The decisions on a group: each request's step (`None` for a charge, filled in from
+/// `charges`), the charges, and the balances they leave.
+pub(super) struct Decided {
+    pub(super) now: i64,
+    fingerprints: Vec<Fingerprint>,
+    steps: Vec<Option<Step>>,
+    pub(super) charges: Vec<Charge>,
+    remaining: HashMap<(i64, i64), i64>,
+}
+
+impl Decided {
+    /// The rows the charges write; the `LicenseWrite` fault fails the whole group here.
+    pub(super) fn writes<'a>(
+        &'a self,
+        store: &Store,
+        batch: &'a [Pending],
+        read: &GroupRead,
+    ) -> Result<Writes<'a>> {
+        if store.fault(FaultPoint::LicenseWrite) {
+            return Err(Error::Internal(
+                "fault injection: license write failed".to_owned(),
+            ));
+        }
+        let keyed = keyed_requests(batch, &self.fingerprints);
+        Writes::new(batch, read, &self.remaining, &self.charges, &keyed)
+    }
+
+    pub(super) fn into_steps(self) -> Result<Vec<Step>> {
+        let mut steps = self.steps;
+        for charge in self.charges {
+            steps[charge.index] = Some(Step::Fresh(charge.license));
+        }
+        steps
+            .into_iter()
+            .map(|step| step.ok_or_else(|| Error::Internal("a request without a step".to_owned())))
+            .collect()
+    }
+}
+
+pub(super) fn keyed_requests<'a>(
+    batch: &'a [Pending],
+    fingerprints: &'a [Fingerprint],
+) -> Vec<GroupKeyedRequest<'a>> {
+    batch
+        .iter()
+        .zip(fingerprints)
+        .map(|(p, fingerprint)| GroupKeyedRequest {
+            account_id: p.account.account_id,
+            key: &p.request.idempotency_key,
+            fingerprint,
+        })
+        .collect()
+}
+
+/// The decisions, in the order of the one-request path: the login (an unknown one is refused
+/// as insufficient quota when the balance could not have paid), then the key, then the
+/// balance, whose first N requests in arrival order are charged when it covers them.
+pub(super) fn decide(
+    store: &Store,
+    batch: &[Pending],
+    fingerprints: Vec<Fingerprint>,
+    read: &GroupRead,
+    keys_held: &[bool],
+) -> Result<Decided> {
+    let now = store.now_utc();
+    let mut remaining = read.balances.clone();
+    let mut steps = Vec::with_capacity(batch.len());
+    let mut charges = Vec::new();
+    for (index, pending) in batch.iter().enumerate() {
+        let account_id = pending.account.account_id;
+        let row = (account_id, pending.plan.id.get());
+        let balance = remaining.get(&row).copied().unwrap_or(0);
+        let Some(&user_id) = read.users.get(pending.request.login.as_str()) else {
+            steps.push(Some(Step::Refused(if balance < 1 {
+                Error::InsufficientQuota
+            } else {
+                Error::UnknownLogin
+            })));
+            continue;
+        };
+        let key = pending.request.idempotency_key.as_str();
+        let stored = read.outcomes.get(&(account_id, key.to_owned()));
+        let held = keys_held.get(index).copied().unwrap_or(false);
+        match idempotency::check(held, stored, &fingerprints[index]) {
+            Found::Refused(err) => steps.push(Some(Step::Refused(err))),
+            Found::Replay(body) => steps.push(Some(Step::Replay(body))),
+            Found::Fresh if balance < 1 => {
+                steps.push(Some(Step::Refused(Error::InsufficientQuota)));
+            }
+            Found::Fresh => {
+                remaining.insert(row, balance - 1);
+                let license = License {
+                    license_id: Uuid::new_v4().to_string(),
+                    plan_slug: pending.request.plan.to_string(),
+                    login: pending.request.login.to_string(),
+                    remaining_balance: balance - 1,
+                    created_utc: now,
+                    expires_utc: license_expiry(pending.plan.duration_days, now),
+                };
+                // Filled in from `charges` once their writes have run.
+                steps.push(None);
+                charges.push(Charge {
+                    index,
+                    user_id,
+                    actor: format!("api_key:{}", pending.account.api_key_id),
+                    license,
+                });
+            }
+        }
+    }
+    Ok(Decided {
+        now,
+        fingerprints,
+        steps,
+        charges,
+        remaining,
+    })
+}

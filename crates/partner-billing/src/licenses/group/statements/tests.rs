@@ -1,0 +1,149 @@
+//! The PostgreSQL plans of the group's statements: each table is reached through its index, one
+//! probe per element of the group's arrays, never by a scan of the whole table (whose cost
+//! would grow with every license issued). Runs when `PARTNER_BILLING_TEST_POSTGRES_URL` is set,
+//! on a database of its own.
+
+use sqlx::{Connection, PgConnection};
+
+use super::POSTGRES_GROUP_WRITE;
+
+/// The tables the group reads or updates by key.
+const KEYED_TABLES: [&str; 5] = [
+    "balances",
+    "users",
+    "idempotency_records",
+    "balance_alerts",
+    "webhook_endpoints",
+];
+
+/// A few thousand rows in every keyed table, so that a whole-table scan costs what it would
+/// in service, and the planner's statistics say so.
+const SEED: &str = "
+    INSERT INTO plans (slug, name, duration_days, created_utc) VALUES ('pro', 'Pro', 30, 0);
+    INSERT INTO accounts (client_id, name, password_hash, created_utc)
+        SELECT 'client-' || g, 'Reseller', 'x', 0 FROM generate_series(1, 3000) g;
+    INSERT INTO balances (account_id, plan_id, remaining) SELECT id, 1, 1000 FROM accounts;
+    INSERT INTO balance_alerts (account_id, plan_id, low_balance_threshold)
+        SELECT id, 1, 10 FROM accounts;
+    INSERT INTO users (login, created_utc) SELECT 'user-' || g, 0 FROM generate_series(1, 3000) g;
+    INSERT INTO idempotency_records
+        (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc)
+        SELECT a.id, 'key-' || g, 'issue_license', 'f', 200, '{}', 0
+        FROM accounts a, generate_series(1, 3) g;
+    INSERT INTO webhook_endpoints (endpoint_id, account_id, url, event_types, sealed_secret, created_utc)
+        SELECT 'endpoint-' || id, id, 'https://example.com/hook', 'license.issued', 'x', 0
+        FROM accounts;
+    ANALYZE;
+";
+
+async fn explain(conn: &mut PgConnection, sql: &str, params: &[&str]) -> String {
+    let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}")));
+    for param in params {
+        query = query.bind(*param);
+    }
+    query.fetch_all(&mut *conn).await.unwrap().join("\n")
+}
+
+#[tokio::test]
+async fn postgres_group_statements_probe_indexes() {
+    let Some(url) = std::env::var("PARTNER_BILLING_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("PARTNER_BILLING_TEST_POSTGRES_URL is not set: PostgreSQL plans not checked");
+        return;
+    };
+    let admin_url = std::env::var("PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| url.clone());
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // The end-to-end suite's prefix: its clean-up covers a database a failed run leaves.
+    let name = format!("pbt_{created}_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b);
+    let db = crate::db::Db::connect(&format!("{base}/{name}"))
+        .await
+        .unwrap();
+    db.close().await;
+    let mut conn = PgConnection::connect(&format!("{base}/{name}"))
+        .await
+        .unwrap();
+    sqlx::raw_sql(SEED).execute(&mut conn).await.unwrap();
+    // A group of three requests on three accounts, as `read_group` and `run_postgres` bind it.
+    let logins = r#"["user-1","user-2","user-3"]"#;
+    let keys = r#"[[1,"key-1"],[2,"new"],[3,"key-3"]]"#;
+    let rows = "[[1,1],[2,1],[3,1]]";
+    let accounts = "[1,2,3]";
+    let balances = "[[1,1,1000,999],[2,1,1000,999],[3,1,1000,999]]";
+    // Generic plans, as a prepared statement gets after its fifth run.
+    sqlx::query("SET plan_cache_mode = force_generic_plan")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let plans = [
+        (
+            "read",
+            explain(
+                &mut conn,
+                postgres_group_read!(""),
+                &[logins, keys, rows, accounts],
+            )
+            .await,
+        ),
+        (
+            "locked read",
+            explain(
+                &mut conn,
+                postgres_group_read!(" FOR UPDATE OF b"),
+                &[logins, keys, rows, accounts],
+            )
+            .await,
+        ),
+        ("write", {
+            let plan = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!(
+                "EXPLAIN {POSTGRES_GROUP_WRITE}"
+            )))
+            .bind(balances)
+            .bind("[]")
+            .bind("[]")
+            .bind("[]")
+            .bind("[]")
+            .bind(0_i64)
+            .bind(3_i64)
+            .bind(0_i64)
+            .bind(0_i64)
+            .bind(0_i64)
+            .bind(0_i64)
+            .bind(r#"["account:1:new"]"#)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+            plan.join("\n")
+        }),
+    ];
+    conn.close().await.unwrap();
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await;
+    for (statement, plan) in &plans {
+        for table in KEYED_TABLES {
+            assert!(
+                !plan.contains(&format!("Seq Scan on {table}")),
+                "the group's {statement} scans all of {table}:\n{plan}"
+            );
+        }
+        assert!(
+            plan.contains("Index Scan using"),
+            "the group's {statement} uses no index:\n{plan}"
+        );
+    }
+}
