@@ -15,7 +15,9 @@ use std::sync::{Arc, OnceLock};
 
 pub(crate) use in_flight::{InFlight, InFlightGuard};
 pub use promo_permits::PROMO_BATCHES_PER_ACCOUNT;
-pub(crate) use promo_permits::{PromoPermit, PromoPermits};
+pub(crate) use promo_permits::{
+    POSTGRES_PROMO_BATCHES_AT_ONCE, PromoPermit, PromoPermits, SQLITE_PROMO_BATCHES_AT_ONCE,
+};
 pub use webhook_settings::{DEFAULT_BACKOFF, WebhookSettings, parse_backoff};
 
 use crate::clock::Clock;
@@ -45,7 +47,7 @@ impl Runtime {
             clock,
             master_key: None,
             in_flight: InFlight::default(),
-            promo_permits: PromoPermits::default(),
+            promo_permits: PromoPermits::new(SQLITE_PROMO_BATCHES_AT_ONCE),
             group_commit: true,
             license_groups: Arc::default(),
             webhooks: Arc::default(),

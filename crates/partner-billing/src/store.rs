@@ -12,7 +12,10 @@ use crate::clock::Clock;
 use crate::crypto::MasterKey;
 use crate::db::Db;
 use crate::error::Result;
-use crate::runtime::{InFlightGuard, PromoPermit, Runtime, WebhookSettings};
+use crate::runtime::{
+    InFlightGuard, POSTGRES_PROMO_BATCHES_AT_ONCE, PromoPermit, PromoPermits, Runtime,
+    WebhookSettings,
+};
 
 pub use crate::db::{Backend, Tx};
 #[cfg(feature = "fault-injection")]
@@ -33,10 +36,12 @@ impl Store {
     /// Connects, applies pending migrations, and returns the store. A SQLite file is created if
     /// missing.
     pub async fn connect(database_url: &str, clock: Clock) -> Result<Self> {
-        Ok(Self {
-            db: Db::connect(database_url).await?,
-            runtime: Runtime::new(clock),
-        })
+        let db = Db::connect(database_url).await?;
+        let mut runtime = Runtime::new(clock);
+        if db.backend() == Backend::Postgres {
+            runtime.promo_permits = PromoPermits::new(POSTGRES_PROMO_BATCHES_AT_ONCE);
+        }
+        Ok(Self { db, runtime })
     }
 
     /// The database layer.

@@ -7,10 +7,14 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 
-/// Promo batches drawn and stored at once per process. Each holds up to 1000 codes, their
-/// hashes, the sealed payload and a 2000-parameter statement (about 1 MB); the database writes
+/// Promo batches drawn and stored at once per process on SQLite. Each holds up to 1000 codes,
+/// their hashes, the sealed payload and a 2000-parameter statement (about 1 MB); SQLite writes
 /// them one at a time anyway, so more in parallel only hold memory while they queue.
-const PROMO_BATCHES_AT_ONCE: usize = 4;
+pub(crate) const SQLITE_PROMO_BATCHES_AT_ONCE: usize = 4;
+
+/// Promo batches at once per process on PostgreSQL, whose writers run side by side: twice
+/// SQLite's, so that while some batches draw and seal their codes others insert theirs.
+pub(crate) const POSTGRES_PROMO_BATCHES_AT_ONCE: usize = 8;
 
 /// Promo batches of one account generated at once per process: below the global count, so
 /// one account's batches never hold every slot and other accounts are not queued behind
@@ -24,18 +28,17 @@ pub(crate) struct PromoPermits {
     accounts: Arc<Mutex<HashMap<i64, Arc<Semaphore>>>>,
 }
 
-impl Default for PromoPermits {
-    fn default() -> Self {
+impl PromoPermits {
+    /// `at_once` batches per process, [`PROMO_BATCHES_PER_ACCOUNT`] of them per account.
+    pub(crate) fn new(at_once: usize) -> Self {
         Self {
-            global: Arc::new(Semaphore::new(PROMO_BATCHES_AT_ONCE)),
+            global: Arc::new(Semaphore::new(at_once)),
             accounts: Arc::default(),
         }
     }
-}
 
-impl PromoPermits {
     /// Waits for a turn: first one of the account's [`PROMO_BATCHES_PER_ACCOUNT`], then one
-    /// of the process's [`PROMO_BATCHES_AT_ONCE`].
+    /// of the process's.
     pub(crate) async fn acquire(&self, account_id: i64) -> Result<PromoPermit<'_>> {
         let closed = |_| Error::Internal("promo permits closed".to_owned());
         let account = {
