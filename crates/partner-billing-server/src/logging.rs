@@ -7,6 +7,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
@@ -22,17 +23,32 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the process's subscriber, writing to stdout.
-pub fn init(format: LogFormat) {
+/// Log lines queued for the writer thread at most (a few MB); past that, loggers wait.
+const LINES_QUEUED: usize = 16_384;
+
+/// Installs the process's subscriber, writing to stdout from a thread of its own: a request
+/// hands its line over and goes on (a license group commits its next transaction without
+/// waiting on a write per license), and lines reach stdout in batches, flushed whenever the
+/// queue empties. Never lossy: when [`LINES_QUEUED`] wait, loggers wait too. Keep the guard until the
+/// process ends; dropping it writes out what is queued.
+pub fn init(format: LogFormat) -> WorkerGuard {
     let filter =
         EnvFilter::try_from_env("PARTNER_BILLING_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(false)
+        .buffered_lines_limit(LINES_QUEUED)
+        .thread_name("log-writer")
+        .finish(std::io::BufWriter::new(std::io::stdout()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+        .with_writer(writer)
+        .with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.with_ansi(false).event_format(JsonLines).init(),
     }
+    guard
 }
 
 /// The `json` format: `{"timestamp","level","message","requestId","fields":{…}}`.
