@@ -37,7 +37,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use sqlx::Connection;
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, Connection};
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
@@ -211,6 +212,9 @@ async fn run_group(store: Store, lane: i64) {
         store: store.clone(),
         lane,
     };
+    // The lane's connection for PostgreSQL's first tries, kept from one group to the next
+    // while requests keep coming (no pool round trip per group); dropped after an error.
+    let mut conn = None;
     loop {
         let batch = {
             let mut queues = store.license_groups().lock();
@@ -228,7 +232,7 @@ async fn run_group(store: Store, lane: i64) {
             queue.drain(..take).collect::<Vec<_>>()
         };
         let size = batch.len();
-        run_transaction(&store, batch).await;
+        run_transaction(&store, batch, &mut conn).await;
         store
             .license_groups()
             .running
@@ -253,16 +257,23 @@ fn shared_failure(err: &Error) -> Error {
     }
 }
 
-async fn run_transaction(store: &Store, mut batch: Vec<Pending>) {
+async fn run_transaction(
+    store: &Store,
+    mut batch: Vec<Pending>,
+    conn: &mut Option<PoolConnection<Any>>,
+) {
     // Concurrent requests have no order of their own to keep; the sort is stable, so one
     // balance's requests keep their arrival order.
     batch.sort_by_key(|p| (p.account.account_id, p.plan.id));
     let settled = match store.backend() {
-        Backend::Postgres => match optimistic(store, &batch).await {
+        Backend::Postgres => match optimistic(store, conn, &batch).await {
             Ok(Some(settled)) => Ok(settled),
             // A row changed between the read and the write: the careful way settles it.
             Ok(None) => locked(store, &batch).await,
-            Err(err) => Err(err),
+            Err(err) => {
+                *conn = None;
+                Err(err)
+            }
         },
         Backend::Sqlite => locked(store, &batch).await,
     };
@@ -318,9 +329,16 @@ type Settled = (Vec<Step>, Result<()>);
 /// everything the decisions assumed (every balance still holds what was read, no key has a
 /// record yet). If another process moved a row in between, the write fails whole and this
 /// answers `None`: nothing was written, and the caller runs the group again under locks.
-async fn optimistic(store: &Store, batch: &[Pending]) -> Result<Option<Settled>> {
-    let mut conn = store.pool().acquire().await?;
-    let read = read_group(store, &mut conn, batch, Lock::None).await?;
+async fn optimistic(
+    store: &Store,
+    lane_conn: &mut Option<PoolConnection<Any>>,
+    batch: &[Pending],
+) -> Result<Option<Settled>> {
+    let conn = match lane_conn {
+        Some(conn) => conn,
+        None => lane_conn.insert(store.pool().acquire().await?),
+    };
+    let read = read_group(store, conn, batch, Lock::None).await?;
     // No lock is taken before the read: the write takes every key's lock it records.
     let keys_held = vec![true; batch.len()];
     let decided = decide(store, batch, fingerprints(batch), &read, &keys_held)?;
@@ -331,7 +349,7 @@ async fn optimistic(store: &Store, batch: &[Pending]) -> Result<Option<Settled>>
     let writes = decided.writes(store, batch, &read)?;
     crash_point(CrashPoint::BeforeCommit);
     match writes
-        .run_postgres(&mut conn, batch, &decided.charges, decided.now)
+        .run_postgres(conn, batch, &decided.charges, decided.now)
         .await
     {
         Ok(Written::All) => {}
@@ -344,7 +362,8 @@ async fn optimistic(store: &Store, batch: &[Pending]) -> Result<Option<Settled>>
         }
         Err(err) => {
             // Sent but unanswered: it may have committed, so no retry here; the client's
-            // retry with its key settles it.
+            // retry with its key settles it. The connection may be broken: not kept.
+            *lane_conn = None;
             return Ok(Some((decided.into_steps()?, Err(err))));
         }
     }
