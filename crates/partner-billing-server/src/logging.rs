@@ -29,8 +29,8 @@ const LINES_QUEUED: usize = 16_384;
 /// Installs the process's subscriber, writing to stdout from a thread of its own: a request
 /// hands its line over and goes on (a license group commits its next transaction without
 /// waiting on a write per license), and lines reach stdout in batches, flushed whenever the
-/// queue empties. Never lossy: when [`LINES_QUEUED`] wait, loggers wait too. Keep the guard until the
-/// process ends; dropping it writes out what is queued.
+/// queue empties. Never lossy: when the queue is full (16 384 lines), loggers wait. Keep the
+/// guard until the process ends; dropping it writes out what is queued.
 pub fn init(format: LogFormat) -> WorkerGuard {
     let filter =
         EnvFilter::try_from_env("PARTNER_BILLING_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
