@@ -125,12 +125,18 @@ impl From<sqlx::Error> for Error {
             | sqlx::Error::WorkerCrashed => Self::Unavailable(err),
             sqlx::Error::Database(ref db)
                 if db.code().is_some_and(|c| {
-                    // PostgreSQL: connection exceptions, shutdown, too many connections.
+                    // PostgreSQL: connection exceptions, shutdown, too many connections; and
+                    // failures that rolled the statement back and pass if tried again
+                    // (serialization failure, deadlock, lock or statement timeout).
                     c.starts_with("08")
                         || c == "57P01"
                         || c == "57P02"
                         || c == "57P03"
                         || c == "53300"
+                        || c == "40001"
+                        || c == "40P01"
+                        || c == "55P03"
+                        || c == "57014"
                 }) =>
             {
                 Self::Unavailable(err)

@@ -116,6 +116,8 @@ pub(crate) fn crash_point(point: CrashPoint) {
     };
     if point == armed_point && reached {
         tracing::warn!(?point, commit, "fault injection: killing this process");
+        // The log's writer thread would not get to it before the kill: straight to stderr.
+        eprintln!("fault injection: killing this process at {point:?} of commit {commit}");
         let _ = std::process::Command::new("kill")
             .args(["-KILL", &std::process::id().to_string()])
             .status();

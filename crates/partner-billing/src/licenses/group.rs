@@ -60,7 +60,7 @@ use statements::{Lock, Written, read_group};
 const MAX_GROUP: usize = 64;
 
 /// Commit lanes on PostgreSQL: groups that commit in parallel, each account always in the
-/// same one; one per two CPUs, at most eight. Fewer lanes make bigger groups (fewer
+/// same one; one per two CPUs, at most [`MAX_LANES`]. Fewer lanes make bigger groups (fewer
 /// statements and commits per license), more lanes overlap their round trips: on two CPUs
 /// one lane measured best at 8 and 64 clients (docs/performance.md). SQLite has one lane: its
 /// writers take one lock anyway.
@@ -68,9 +68,14 @@ fn postgres_lanes() -> i64 {
     static LANES: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
     *LANES.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        i64::try_from(cpus / 2).unwrap_or(1).clamp(1, 8)
+        i64::try_from(cpus / 2).unwrap_or(1).clamp(1, MAX_LANES)
     })
 }
+
+/// At most this many lanes. A busy lane holds a pool connection (two during a locked retry):
+/// two lanes and eight promo batches at once leave at least four of the 16 PostgreSQL
+/// connections for everything else. More lanes measured no better on two CPUs.
+const MAX_LANES: i64 = 2;
 
 /// Plans remembered by slug (plans are only ever added, never changed): at most this many.
 const PLAN_CACHE: usize = 1024;
@@ -360,6 +365,12 @@ async fn optimistic(
             conn.ping().await?;
             return Ok(None);
         }
+        Err(err) if rolled_back(&err) => {
+            // The database refused the statement (a timeout, say): it rolled back, so the
+            // locked way may try again. Its answer follows the rollback, as after a conflict.
+            conn.ping().await?;
+            return Ok(None);
+        }
         Err(err) => {
             // Sent but unanswered: it may have committed, so no retry here; the client's
             // retry with its key settles it. The connection may be broken: not kept.
@@ -372,6 +383,19 @@ async fn optimistic(
         store.wake_webhook_worker();
     }
     Ok(Some((decided.into_steps()?, Ok(()))))
+}
+
+/// Whether a failed first-try write certainly did not commit: the database answered it with
+/// an error of the statement's own, not a lost or closing connection (after which it may have
+/// committed or not).
+fn rolled_back(err: &Error) -> bool {
+    match err {
+        Error::Unavailable(sqlx::Error::Database(db)) => db
+            .code()
+            .is_some_and(|code| !code.starts_with("08") && !code.starts_with("57P0")),
+        Error::Unavailable(_) => false,
+        _ => true,
+    }
 }
 
 /// The group in one transaction under locks: on PostgreSQL every key's advisory lock and every
@@ -391,7 +415,9 @@ async fn locked(store: &Store, batch: &[Pending]) -> Result<Settled> {
     } else {
         crash_point(CrashPoint::BeforeCommit);
         let committed = tx.commit().await.map_err(Error::from);
-        crash_point(CrashPoint::AfterCommit);
+        if committed.is_ok() {
+            crash_point(CrashPoint::AfterCommit);
+        }
         committed
     };
     Ok((decided.into_steps()?, committed))
@@ -412,9 +438,9 @@ async fn locked_steps(store: &Store, tx: &mut Tx, batch: &[Pending]) -> Result<D
                     .run_postgres(tx, batch, &decided.charges, decided.now)
                     .await?;
                 if written == Written::Conflict {
-                    return Err(Error::Internal(
-                        "a row locked by the license group changed under it".to_owned(),
-                    ));
+                    // Only a writer that slipped past every lock gets here (a key recorded
+                    // twice in one group is refused before): retryable, nothing committed.
+                    return Err(Error::Overloaded);
                 }
             }
             Backend::Sqlite => {

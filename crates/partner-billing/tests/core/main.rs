@@ -8,5 +8,6 @@ mod accounts;
 mod fixture;
 mod idempotency;
 mod keys;
+mod licenses;
 mod promo;
 mod quota;

@@ -1,7 +1,7 @@
 //! The group's decisions, request by request in arrival order within each balance, from what
 //! its one read found: no statement runs here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
@@ -88,6 +88,7 @@ pub(super) fn decide(
     let now = store.now_utc();
     let mut remaining = read.balances.clone();
     let mut steps = Vec::with_capacity(batch.len());
+    let mut keys_seen = HashSet::with_capacity(batch.len());
     let mut charges = Vec::new();
     for (index, pending) in batch.iter().enumerate() {
         let account_id = pending.account.account_id;
@@ -102,6 +103,12 @@ pub(super) fn decide(
             continue;
         };
         let key = pending.request.idempotency_key.as_str();
+        // A retry can reach the queue while its original still waits there (the caller that
+        // held the key went away): it is in progress, and its retry replays the outcome.
+        if !keys_seen.insert((account_id, key)) {
+            steps.push(Some(Step::Refused(Error::RequestInProgress)));
+            continue;
+        }
         let stored = read.outcomes.get(&(account_id, key.to_owned()));
         let held = keys_held.get(index).copied().unwrap_or(false);
         match idempotency::check(held, stored, &fingerprints[index]) {
