@@ -9,6 +9,21 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "openapi")]
 use poem_openapi::Object;
 
+/// `Debug` for a wire shape that carries secrets: the fields before `redacted:` as they are,
+/// the ones after it as `[redacted]`, so neither logs nor panics ever show them.
+macro_rules! redacted_debug {
+    ($type:ident { $($field:ident),* ; redacted: $($secret:ident),+ $(,)? }) => {
+        impl std::fmt::Debug for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($type))
+                    $(.field(stringify!($field), &self.$field))*
+                    $(.field(stringify!($secret), &"[redacted]"))+
+                    .finish()
+            }
+        }
+    };
+}
+
 mod panel;
 mod problem;
 mod product;
@@ -162,4 +177,64 @@ pub struct Balance {
 pub struct Balances {
     /// One entry per product, zero balances included.
     pub balances: Vec<Balance>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_a_secret() {
+        const SECRET: &str = "s3cret-value-that-must-not-show";
+        let shown = [
+            format!(
+                "{:?}",
+                SessionRequest {
+                    client_id: "rsc_x".into(),
+                    password: SECRET.into(),
+                }
+            ),
+            format!(
+                "{:?}",
+                ChangePasswordRequest {
+                    current_password: SECRET.into(),
+                    new_password: SECRET.into(),
+                }
+            ),
+            format!(
+                "{:?}",
+                Session {
+                    session_token: SECRET.into(),
+                    expires_utc: 1,
+                }
+            ),
+            format!(
+                "{:?}",
+                CreatedApiKey {
+                    api_key_id: "key_x".into(),
+                    client_id: "rsc_x".into(),
+                    secret: SECRET.into(),
+                    name: None,
+                    created_utc: 1,
+                }
+            ),
+            format!(
+                "{:?}",
+                RedeemPromoCodeRequest {
+                    code: SECRET.into(),
+                    login: "alice".into(),
+                    idempotency_key: "redeem-001".into(),
+                }
+            ),
+        ];
+        for text in &shown {
+            assert!(!text.contains(SECRET), "{text}");
+            assert!(text.contains("[redacted]"), "{text}");
+        }
+        assert!(
+            shown[0].contains("rsc_x"),
+            "other fields still show: {}",
+            shown[0]
+        );
+    }
 }

@@ -20,14 +20,7 @@ pub struct SessionRequest {
     pub password: String,
 }
 
-impl std::fmt::Debug for SessionRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionRequest")
-            .field("client_id", &self.client_id)
-            .field("password", &"[redacted]")
-            .finish()
-    }
-}
+redacted_debug!(SessionRequest { client_id; redacted: password });
 
 /// `PUT /v1/billing/resellers/me/password`: change the panel password.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,14 +37,7 @@ pub struct ChangePasswordRequest {
     pub new_password: String,
 }
 
-impl std::fmt::Debug for ChangePasswordRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChangePasswordRequest")
-            .field("current_password", &"[redacted]")
-            .field("new_password", &"[redacted]")
-            .finish()
-    }
-}
+redacted_debug!(ChangePasswordRequest { ; redacted: current_password, new_password });
 
 /// A panel session: send the token as `Authorization: Bearer <sessionToken>`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,14 +51,7 @@ pub struct Session {
     pub expires_utc: i64,
 }
 
-impl std::fmt::Debug for Session {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("session_token", &"[redacted]")
-            .field("expires_utc", &self.expires_utc)
-            .finish()
-    }
-}
+redacted_debug!(Session { expires_utc; redacted: session_token });
 
 /// `POST /v1/billing/resellers/me/api-keys`: an optional label for the new key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,17 +89,7 @@ pub struct CreatedApiKey {
     pub created_utc: i64,
 }
 
-impl std::fmt::Debug for CreatedApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CreatedApiKey")
-            .field("api_key_id", &self.api_key_id)
-            .field("client_id", &self.client_id)
-            .field("secret", &"[redacted]")
-            .field("name", &self.name)
-            .field("created_utc", &self.created_utc)
-            .finish()
-    }
-}
+redacted_debug!(CreatedApiKey { api_key_id, client_id, name, created_utc; redacted: secret });
 
 /// One API key as listed in the panel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -58,15 +58,7 @@ pub struct RedeemPromoCodeRequest {
     pub idempotency_key: String,
 }
 
-impl std::fmt::Debug for RedeemPromoCodeRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedeemPromoCodeRequest")
-            .field("code", &"[redacted]")
-            .field("login", &self.login)
-            .field("idempotency_key", &self.idempotency_key)
-            .finish()
-    }
-}
+redacted_debug!(RedeemPromoCodeRequest { login, idempotency_key; redacted: code });
 
 /// The license a redemption granted. Redemption charges no quota: the code was paid for when
 /// its batch was generated.

@@ -76,16 +76,10 @@ pub struct CreatedWebhookEndpoint {
     pub created_utc: i64,
 }
 
-impl std::fmt::Debug for CreatedWebhookEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CreatedWebhookEndpoint")
-            .field("webhook_endpoint_id", &self.webhook_endpoint_id)
-            .field("url", &self.url)
-            .field("event_types", &self.event_types)
-            .field("secret", &"[redacted]")
-            .finish_non_exhaustive()
-    }
-}
+redacted_debug!(CreatedWebhookEndpoint {
+    webhook_endpoint_id, url, event_types, description, status, created_utc;
+    redacted: secret
+});
 
 /// The account's webhook endpoints, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
