@@ -116,6 +116,34 @@ pub(crate) struct PlanRow {
     pub code_validity_days: i64,
 }
 
+/// Plans remembered by slug, at most [`PLAN_CACHE`] of them (held in the runtime's slot for
+/// them).
+#[derive(Default)]
+struct PlanCache(std::sync::Mutex<std::collections::HashMap<String, PlanRow>>);
+
+/// Plans remembered at most.
+const PLAN_CACHE: usize = 1024;
+
+/// The plan named `slug`, from memory when it was found before: a plan row never changes once
+/// added (nothing updates or deletes one). An unknown plan is looked up again every time: it
+/// may be added later.
+pub(crate) async fn cached_plan(store: &Store, slug: &PlanSlug) -> Result<PlanRow> {
+    let cache: &PlanCache = store.runtime().plans.get_or_default();
+    let lock = || cache.0.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(plan) = lock().get(slug.as_str()) {
+        return Ok(*plan);
+    }
+    let plan = {
+        let mut conn = store.pool().acquire().await?;
+        find_plan(&mut conn, slug).await?
+    };
+    let mut plans = lock();
+    if plans.len() < PLAN_CACHE {
+        plans.insert(slug.as_str().to_owned(), plan);
+    }
+    Ok(plan)
+}
+
 pub(crate) async fn find_plan(conn: &mut AnyConnection, slug: &PlanSlug) -> Result<PlanRow> {
     sqlx::query_as(
         "SELECT id, duration_days, redemptions_per_code, code_validity_days FROM plans WHERE slug = $1",

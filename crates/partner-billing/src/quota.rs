@@ -221,6 +221,21 @@ pub(crate) struct GroupDebit<'a> {
     pub reference: &'a str,
 }
 
+impl<'a> GroupDebit<'a> {
+    /// Its ledger entry as the group statements take it: account, plan, delta, balance after,
+    /// actor, reference.
+    pub(crate) fn ledger_row(&self) -> (i64, i64, i64, i64, &'a str, &'a str) {
+        (
+            self.account_id,
+            self.plan_id,
+            -self.units,
+            self.balance_after,
+            self.actor,
+            self.reference,
+        )
+    }
+}
+
 /// The set-oriented [`debit`] of a group transaction, for balances it read and locked: one
 /// statement sets every debited balance to what its debits leave (each row only if it still
 /// holds what was read), one statement appends every ledger entry. `balances` holds (account,
@@ -252,19 +267,7 @@ pub(crate) async fn debit_many(
             "a locked balance changed under its group transaction".to_owned(),
         ));
     }
-    let entries: Vec<(i64, i64, i64, i64, &str, &str)> = debits
-        .iter()
-        .map(|d| {
-            (
-                d.account_id,
-                d.plan_id,
-                -d.units,
-                d.balance_after,
-                d.actor,
-                d.reference,
-            )
-        })
-        .collect();
+    let entries: Vec<_> = debits.iter().map(GroupDebit::ledger_row).collect();
     let sql = "INSERT INTO ledger_entries \
              (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), $2, \

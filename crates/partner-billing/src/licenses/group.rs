@@ -44,7 +44,7 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, Outcome};
 use crate::keys::PartnerAccount;
-use crate::plans::{PlanRow, find_plan};
+use crate::plans::{PlanRow, cached_plan};
 use crate::store::{Backend, CrashPoint, Store, Tx, crash_point};
 use crate::wire::License;
 
@@ -77,9 +77,6 @@ fn postgres_lanes() -> i64 {
 /// connections for everything else. More lanes measured no better on two CPUs.
 const MAX_LANES: i64 = 2;
 
-/// Plans remembered by slug (plans are only ever added, never changed): at most this many.
-const PLAN_CACHE: usize = 1024;
-
 /// One request waiting for its group's transaction.
 struct Pending {
     account: PartnerAccount,
@@ -96,7 +93,6 @@ pub(crate) struct LicenseGroups {
     running: AtomicUsize,
     transactions: AtomicU64,
     observer: std::sync::OnceLock<GroupObserver>,
-    plans: Mutex<HashMap<String, PlanRow>>,
 }
 
 /// Told the size of every group transaction that commits (the server's metrics).
@@ -128,29 +124,6 @@ impl LicenseGroups {
     pub(crate) fn observe(&self, observer: GroupObserver) {
         let _ = self.observer.set(observer);
     }
-
-    /// The plan of `request`, from memory when it was found before: a plan row never changes
-    /// once added. An unknown plan is looked up again every time (it may be added later).
-    async fn plan(&self, store: &Store, request: &IssueLicense) -> Result<PlanRow> {
-        let slug = request.plan.as_str();
-        if let Some(plan) = self
-            .plans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(slug)
-        {
-            return Ok(*plan);
-        }
-        let plan = {
-            let mut conn = store.pool().acquire().await?;
-            find_plan(&mut conn, &request.plan).await?
-        };
-        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
-        if plans.len() < PLAN_CACHE {
-            plans.insert(slug.to_owned(), plan);
-        }
-        Ok(plan)
-    }
 }
 
 /// Issues the license in its group's next transaction; answers when that transaction ends.
@@ -160,7 +133,7 @@ pub(crate) async fn issue(
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
     // Unknown plans are refused here, outside any transaction; logins are read by the group.
-    let plan = store.license_groups().plan(store, &request).await?;
+    let plan = cached_plan(store, &request.plan).await?;
     let lane = match store.backend() {
         Backend::Postgres => account.account_id.rem_euclid(postgres_lanes()),
         Backend::Sqlite => 0,

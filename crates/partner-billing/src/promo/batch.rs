@@ -20,7 +20,7 @@ use crate::idempotency::{
     self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started,
 };
 use crate::keys::PartnerAccount;
-use crate::plans::{SECONDS_PER_DAY, find_plan};
+use crate::plans::{SECONDS_PER_DAY, cached_plan};
 use crate::quota::{Charge, EntryKind, debit};
 use crate::store::Store;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
@@ -181,7 +181,7 @@ async fn store_batch(
 ) -> Result<PromoBatch> {
     let now = write.now_utc();
     let tx = write.tx();
-    let plan = find_plan(tx, &request.plan).await?;
+    let plan = cached_plan(store, &request.plan).await?;
     let order_public_id = Uuid::new_v4().to_string();
     let actor = format!("api_key:{}", account.api_key_id);
     let remaining = debit(

@@ -322,20 +322,7 @@ impl<'a> Writes<'a> {
         charges: &[Charge],
         now: i64,
     ) -> Result<Written> {
-        let entries: Vec<(i64, i64, i64, i64, &str, &str)> = self
-            .debits
-            .iter()
-            .map(|d| {
-                (
-                    d.account_id,
-                    d.plan_id,
-                    -d.units,
-                    d.balance_after,
-                    d.actor,
-                    d.reference,
-                )
-            })
-            .collect();
+        let entries: Vec<_> = self.debits.iter().map(GroupDebit::ledger_row).collect();
         let events = self
             .events
             .iter()
