@@ -148,3 +148,61 @@ impl From<sqlx::Error> for Error {
 
 /// Shorthand for library results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    /// A database error with an SQLSTATE, as PostgreSQL reports one.
+    #[derive(Debug)]
+    struct Sqlstate(&'static str);
+
+    impl std::fmt::Display for Sqlstate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Sqlstate {}
+
+    impl sqlx::error::DatabaseError for Sqlstate {
+        fn message(&self) -> &str {
+            "database error"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    fn mapped(code: &'static str) -> Option<ErrorCode> {
+        Error::from(sqlx::Error::Database(Box::new(Sqlstate(code)))).code()
+    }
+
+    /// What a retry can settle answers 503 (retryable, with Retry-After); a database error of
+    /// another kind stays internal.
+    #[test]
+    fn transient_database_errors_are_service_unavailable() {
+        for code in [
+            "08006", "57P01", "57P02", "57P03", "53300", "40001", "40P01", "55P03", "57014",
+        ] {
+            assert_eq!(mapped(code), Some(ErrorCode::ServiceUnavailable), "{code}");
+        }
+        for code in ["23503", "23514", "42P01"] {
+            assert_ne!(mapped(code), Some(ErrorCode::ServiceUnavailable), "{code}");
+        }
+    }
+}
