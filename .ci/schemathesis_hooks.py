@@ -2,7 +2,7 @@
 
 A schema-valid request can still name a plan or a login that the database does not hold, or
 reuse an idempotency key for a different request. The contract answers those with a 422 and a
-stable code (DESIGN.md sections 7 and 8): that is a correct refusal, not a rejection of valid
+stable code (docs/design.md, errors and idempotency): that is a correct refusal, not a rejection of valid
 data. The `positive_data_acceptance` check (ST202) cannot know it, so its failures are dropped
 here, and only here: for a 422 whose problem `code` is one this operation documents. Any other
 status, and a 422 with any other code, still fails the run.

@@ -1,4 +1,4 @@
-//! Fuzzes credential and header parsing (DESIGN §3, §4) on the real server, in process.
+//! Fuzzes credential and header parsing (docs/design.md) on the real server, in process.
 //!
 //! Each input becomes one request to the app of `partner_billing_server::app` over a SQLite
 //! store created once, holding one reseller with one API key, one panel session and one operator

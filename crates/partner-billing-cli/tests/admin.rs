@@ -1,5 +1,5 @@
 //! Runs the built `partner-billing` binary against a fresh SQLite file, through the operator
-//! commands whose syntax is a stable contract (DESIGN.md §11).
+//! commands whose syntax is a stable contract (docs/design.md).
 
 mod common;
 

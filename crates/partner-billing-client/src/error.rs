@@ -1,4 +1,4 @@
-//! The SDK's error type: one variant per API error code (DESIGN §7), plus the failures that
+//! The SDK's error type: one variant per API error code (docs/design.md), plus the failures that
 //! happen before or around the HTTP exchange.
 
 use std::time::Duration;

@@ -128,7 +128,7 @@ where
         .await
         .context("cannot open the database")?;
     // The key is checked against the database before serving: a bad, exposed or foreign key
-    // stops the server now, not at the first promo request (DESIGN.md §19).
+    // stops the server now, not at the first promo request (docs/security.md).
     let (key_path, file) = match &args.master_key_file {
         Some(path) => (path.clone(), KeyFile::Configured),
         None => (

@@ -1,4 +1,4 @@
-//! Slow clients (DESIGN §18 "Connections"): poem 3.1's `Server` offers only an idle timeout,
+//! Slow clients (docs/operations.md, "Connections"): poem 3.1's `Server` offers only an idle timeout,
 //! so the acceptor is wrapped. It bounds the connections open at once, and each connection's
 //! stream enforces time limits on the client's reads:
 //!

@@ -1,4 +1,4 @@
-//! Response headers that keep answers out of caches and browsers' guesses (DESIGN.md §19):
+//! Response headers that keep answers out of caches and browsers' guesses (docs/security.md):
 //! every `/v1` answer is `Cache-Control: no-store` and `X-Content-Type-Options: nosniff`;
 //! `/docs` (Swagger UI, every script and style of it inline in the page, nothing from another
 //! origin) gets a Content-Security-Policy that allows exactly those inline pieces, by hash.

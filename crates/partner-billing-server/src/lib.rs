@@ -111,7 +111,7 @@ pub fn openapi_document() -> String {
     document::complete(&service().spec())
 }
 
-/// How the app is reached, for what only the transport decides (DESIGN.md §2, §18).
+/// How the app is reached, for what only the transport decides (docs/operations.md).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AppOptions {
     /// Browsers reach the app over HTTPS (`--tls-cert`, or an `https://` `--public-url`):

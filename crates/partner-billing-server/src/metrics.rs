@@ -125,7 +125,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A fresh registry with every metric of DESIGN §18 registered.
+    /// A fresh registry with every metric docs/operations.md lists registered.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();

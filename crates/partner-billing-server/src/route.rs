@@ -11,7 +11,7 @@ pub const PROMO_BATCHES: &str = "/v1/billing/partner/promo-batches";
 pub const UNMATCHED: &str = "unmatched";
 
 /// Routes served outside the OpenAPI document: the document itself, its UI and the HTML
-/// panel's pages (DESIGN §15).
+/// panel's pages (docs/design.md).
 const EXTRA: &[&str] = &[
     "/openapi.json",
     "/docs",

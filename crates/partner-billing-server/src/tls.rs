@@ -1,6 +1,6 @@
 //! `--tls-cert` / `--tls-key`: the PEM files are read and checked before serving, so a missing
 //! flag, an unreadable file or one that holds no certificate or key stops the start with one
-//! line naming it (DESIGN.md §18).
+//! line naming it (docs/operations.md).
 
 use std::path::Path;
 

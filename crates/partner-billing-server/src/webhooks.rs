@@ -1,4 +1,4 @@
-//! The panel's webhook endpoints and low-balance alerts (DESIGN §16). Panel session only.
+//! The panel's webhook endpoints and low-balance alerts (docs/webhooks.md). Panel session only.
 
 use poem::web::Data;
 use poem_openapi::param::Path;

@@ -1,4 +1,4 @@
-//! Property tests of both credential forms at the HTTP layer (DESIGN §4), on the real app in
+//! Property tests of both credential forms at the HTTP layer (docs/design.md), on the real app in
 //! process over a fresh SQLite store: arbitrary `X-Client-Id`, `X-Client-Secret` and
 //! `Authorization` values never panic the server or give a 5xx, anything that is not a valid key
 //! is the one empty 401, and a valid key is accepted in either form alike.
@@ -462,7 +462,7 @@ fn browser_markers_are_refused_before_credentials() {
     proptest!(config(), |(
         k in 0usize..4,
         form in prop_oneof![Just(Form::Headers), Just(Form::Basic)],
-        // `Sec-Fetch-Mode` alone is no browser (Node.js's fetch sends it): DESIGN.md §4.
+        // `Sec-Fetch-Mode` alone is no browser (Node.js's fetch sends it): docs/design.md.
         marker in proptest::sample::select(vec!["Origin", "Sec-Fetch-Site"]),
         value in "[ -~]{0,40}",
     )| {

@@ -21,7 +21,7 @@ pub struct MasterKey {
     lookup: Hmac<Sha256>,
     sealing: [u8; 32],
     /// HMAC-SHA256(key, "partner-billing master key check"), hex: recorded in the database
-    /// the key belongs to (DESIGN.md §19). Reveals nothing of the key.
+    /// the key belongs to (docs/security.md). Reveals nothing of the key.
     fingerprint: String,
 }
 

@@ -110,7 +110,7 @@ impl Db {
                             conn.execute("PRAGMA cache_size = -1024").await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             // The WAL is cut back to 64 MiB after each checkpoint, so sustained
-                            // batch load never leaves it at gigabytes (DESIGN.md §19).
+                            // batch load never leaves it at gigabytes (docs/security.md).
                             conn.execute("PRAGMA journal_size_limit = 67108864").await?;
                             Ok(())
                         })
@@ -179,7 +179,7 @@ impl Db {
 
 /// Creates a missing SQLite database file empty with mode 0600 before SQLite opens it: SQLite
 /// then creates its `-wal` and `-shm` files with the database file's mode, so every file of
-/// the database is private (DESIGN.md §19). An existing file is left as it is.
+/// the database is private (docs/security.md). An existing file is left as it is.
 fn create_private_sqlite_file(database_url: &str) -> Result<()> {
     let Some(path) = database_url
         .strip_prefix("sqlite://")

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::store::Store;
 use crate::wire::WebhookEvent;
 
-/// What happened, with the `data` member of its event (DESIGN §16).
+/// What happened, with the `data` member of its event (docs/webhooks.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventData {
     BalanceLow {

@@ -1,4 +1,4 @@
-//! Idempotency of partner and product writes (DESIGN §8).
+//! Idempotency of partner and product writes (docs/design.md).
 //!
 //! A partner key is scoped to the account (it survives key rotation) and shared by both partner
 //! write endpoints; a product key is scoped to its caller (an operator token, or the operator's

@@ -1,4 +1,4 @@
-//! Binds the master key to its database (DESIGN.md §19): the database records the key's
+//! Binds the master key to its database (docs/security.md): the database records the key's
 //! fingerprint on first use, and every start of the server or of an `admin` command compares.
 //! A second replica started elsewhere without the key file refuses to start instead of minting
 //! a key of its own.

@@ -49,7 +49,7 @@ pub async fn issue_license(
 ) -> Result<Outcome<License>> {
     let outcome = issue_license_once(store, account, request).await;
     if let Err(Error::UnknownLogin) = outcome {
-        // No free oracle of registered logins (DESIGN.md §19): past 100 unknown logins an
+        // No free oracle of registered logins (docs/security.md): past 100 unknown logins an
         // hour, the account is told to slow down instead.
         let subject = account.account_id.to_string();
         throttle::count(store, throttle::UNKNOWN_LOGIN_PER_ACCOUNT, &subject).await?;

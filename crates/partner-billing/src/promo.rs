@@ -1,4 +1,4 @@
-//! Promo codes (SPEC endpoint 2): the code format ([`code`]), charging a batch of them
+//! Promo codes (the promo batch endpoint): the code format ([`code`]), charging a batch of them
 //! ([`batch`]) and recovering a batch's codes on a retry ([`recovery`]).
 //!
 //! Codes are drawn from the OS CSPRNG, hashed (HMAC under the master key) and sealed (AEAD)

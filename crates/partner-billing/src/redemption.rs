@@ -1,4 +1,4 @@
-//! Promo-code redemption (DESIGN §12): a registered login trades a code for a license.
+//! Promo-code redemption (docs/design.md): a registered login trades a code for a license.
 //!
 //! The code is normalised and looked up by its HMAC; unknown and malformed codes take the same
 //! path to the same answer. The per-code limit is a conditional `UPDATE … WHERE redemptions <
@@ -96,7 +96,7 @@ pub async fn redeem_promo_code(
         .await?
         .ok_or(Error::UnknownLogin)?;
     // A retry of a redemption that happened is answered from its record before any attempt
-    // limit is consulted (DESIGN.md §19): it guesses nothing.
+    // limit is consulted (docs/security.md): it guesses nothing.
     let owner = operator.idempotency_scope();
     if idempotency::has_outcome(store, Scope::Operator(&owner), &request.idempotency_key).await? {
         return redeem_reserved(store, operator, &request, user_id).await;

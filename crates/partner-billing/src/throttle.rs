@@ -1,4 +1,4 @@
-//! Attempt limits shared by every replica (DESIGN.md §19), and the bound on password hashing.
+//! Attempt limits shared by every replica (docs/security.md), and the bound on password hashing.
 //!
 //! Attempts are counted in the database, per (kind, subject), in one-minute buckets; a limit
 //! sums the buckets of its window. A subject is an identifier — a client id, a source address,

@@ -1,4 +1,4 @@
-//! Webhook endpoints and low-balance alerts (DESIGN §16): registration, listing, deletion,
+//! Webhook endpoints and low-balance alerts (docs/webhooks.md): registration, listing, deletion,
 //! test events, the deliveries list, and the settings the worker runs by.
 //!
 //! Events are recorded by [`crate::events`]; the outbox is leased and settled through

@@ -39,7 +39,7 @@ fn typed(code: &str, noise: &[u8]) -> String {
     out
 }
 
-/// The normalisation as DESIGN §3 words it, written independently of the library: drop hyphens
+/// The normalisation as docs/design.md words it, written independently of the library: drop hyphens
 /// and spaces, upper-case, read `I`/`L` as `1` and `O` as `0`; a code is then exactly 16
 /// Crockford symbols.
 fn reference_normalisation(input: &str) -> Option<String> {

@@ -1,4 +1,4 @@
-//! Abuse resistance (DESIGN.md §19): sign-in throttling and the hashing bound, no oracle of
+//! Abuse resistance (docs/security.md): sign-in throttling and the hashing bound, no oracle of
 //! registered logins, caching and sniffing headers, Node.js clients, fair promo generation,
 //! and redemption retries before limits.
 

@@ -269,7 +269,7 @@ async fn both_credential_forms_authenticate(db: Db) {
     app.stop().await;
 }
 
-/// DESIGN §4: `lastUsedUtc` moves at most once a minute per key; a panel session lasts 12 hours.
+/// docs/design.md: `lastUsedUtc` moves at most once a minute per key; a panel session lasts 12 hours.
 async fn last_used_is_written_once_a_minute_and_sessions_last_twelve_hours(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;

@@ -196,7 +196,7 @@ async fn every_endpoint_with_another_accounts_credentials(db: Db) {
         ] {
             let headers = [("Authorization", panel_credential.clone())];
             let response = call(&app, &method, &path, &headers, None).await;
-            // API-key-shaped credentials on the panel: 403 PanelSessionRequired (DESIGN §4),
+            // API-key-shaped credentials on the panel: 403 PanelSessionRequired (docs/design.md),
             // before any lookup.
             assert_eq!(response.status(), 403, "{method} {path}");
             let problem: Value = response.json().await.unwrap();

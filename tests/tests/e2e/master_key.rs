@@ -1,5 +1,5 @@
 //! The master key is bound to its database, and the files the service creates are private
-//! (DESIGN.md §19).
+//! (docs/security.md).
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,4 +1,4 @@
-//! Operations (DESIGN §18): metrics on their own listener, request ids, JSON logs, and the
+//! Operations (docs/operations.md): metrics on their own listener, request ids, JSON logs, and the
 //! graceful stop of the real binary with a batch in flight.
 
 use std::time::Duration;

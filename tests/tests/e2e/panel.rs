@@ -1,4 +1,4 @@
-//! The HTML reseller panel (DESIGN §15) over plain HTTP: sign-in, the key life cycle with the
+//! The HTML reseller panel (docs/design.md) over plain HTTP: sign-in, the key life cycle with the
 //! secret shown once, CSRF and cross-site refusals, the security headers, every page, sign-out.
 //! (`panel_browser` drives the same panel through Chromium.)
 

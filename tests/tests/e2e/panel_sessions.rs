@@ -1,4 +1,4 @@
-//! Panel sessions and passwords (DESIGN §19, §15): password change ends every other session,
+//! Panel sessions and passwords (docs/security.md, docs/design.md): password change ends every other session,
 //! sign-out, 1 h idle and 12 h absolute limits, purge, and the 12-128 character rule.
 
 use partner_billing::accounts;

@@ -1,4 +1,4 @@
-//! The HTML panel's webhooks page and low-balance alerts (DESIGN §15, §16) over plain HTTP:
+//! The HTML panel's webhooks page and low-balance alerts (docs/design.md, docs/webhooks.md) over plain HTTP:
 //! add an endpoint with its secret shown once, send a test event that arrives signed, delete;
 //! form errors that keep the inputs and change nothing; thresholds set on settings shown on the
 //! overview.

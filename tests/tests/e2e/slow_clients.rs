@@ -1,4 +1,4 @@
-//! Slow clients (DESIGN §18 "Connections"): stalled connections are closed at their deadline
+//! Slow clients (docs/operations.md, "Connections"): stalled connections are closed at their deadline
 //! (headers, body, idle keep-alive), never stop a well-behaved client from being served, and
 //! `--max-connections` bounds what is open. The limits are shortened here (the defaults are
 //! 10 s, 30 s and 60 s) to keep the test short; the mechanism is the same.

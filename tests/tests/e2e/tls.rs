@@ -1,5 +1,5 @@
 //! HTTPS on the API listener (`--tls-cert`, `--tls-key`) and `--public-url`: HSTS and `Secure`
-//! panel cookies exactly when browsers reach the server over HTTPS (DESIGN.md §2, §18).
+//! panel cookies exactly when browsers reach the server over HTTPS (docs/operations.md).
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Webhooks (DESIGN §16): endpoints through the SDK, events from every write path recorded
+//! Webhooks (docs/webhooks.md): endpoints through the SDK, events from every write path recorded
 //! with their cause (and never for a refused request), Standard Webhooks signatures checked by
 //! an independent verifier (the `standardwebhooks` crate), retries, `410`, redirects, the SSRF
 //! rule at registration, low-balance alerts, and two replicas delivering each event once.

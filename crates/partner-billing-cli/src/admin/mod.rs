@@ -1,5 +1,5 @@
 //! `partner-billing admin …`: operator commands, straight on the database through the core
-//! library. The command syntax is a stable contract (DESIGN.md §11).
+//! library. The command syntax is a stable contract (docs/design.md).
 //!
 //! One file per noun of the command line (`plan`, `user`, `reseller`, `quota`, `key`,
 //! `operator-token`, `promo`, `audit`), each with its subcommand enum and its handler; this one
@@ -123,7 +123,7 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
         .await
         .context("cannot open the database")?;
     // Every command checks the key file it is given (or the default one, when present)
-    // against the database's fingerprint (DESIGN.md §19); none creates a key.
+    // against the database's fingerprint (docs/security.md); none creates a key.
     let (key_path, file) = match &args.master_key_file {
         Some(path) => (path.clone(), KeyFile::Configured),
         None => (

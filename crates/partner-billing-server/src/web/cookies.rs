@@ -1,5 +1,5 @@
 //! The `pb_session` cookie: `HttpOnly`, `SameSite=Strict`, `Path=/panel`, and `Secure` when the
-//! server serves TLS or its `--public-url` is `https://` (DESIGN.md §18).
+//! server serves TLS or its `--public-url` is `https://` (docs/operations.md).
 
 use poem::Request;
 use poem::http::header;

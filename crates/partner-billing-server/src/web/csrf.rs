@@ -17,7 +17,7 @@ pub fn token_matches(session: &Secret, presented: &str) -> bool {
     bool::from(token_for(session).as_bytes().ct_eq(presented.as_bytes()))
 }
 
-/// "Another site" (DESIGN §15): `Sec-Fetch-Site` present and not `same-origin`; or, without it,
+/// "Another site" (docs/design.md): `Sec-Fetch-Site` present and not `same-origin`; or, without it,
 /// an `Origin` that is not the panel's own. Chromium sends `Origin: null` with
 /// `Sec-Fetch-Site: same-origin` under `Referrer-Policy: no-referrer`: that is same-origin.
 pub fn is_cross_site(req: &Request) -> bool {

@@ -1,4 +1,4 @@
-//! The reseller web panel (DESIGN §15): HTML pages under `/panel`, rendered on the server from
+//! The reseller web panel (docs/design.md): HTML pages under `/panel`, rendered on the server from
 //! templates compiled into the binary, working without JavaScript. Each view reads like a JSON
 //! handler: parse, authenticate (the `pb_session` cookie), call the core, render.
 //!
@@ -21,7 +21,7 @@ mod webhooks;
 use poem::http::{HeaderValue, header};
 use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, get, post};
 
-/// Every panel response carries these (DESIGN §15).
+/// Every panel response carries these (docs/design.md).
 const SECURITY_HEADERS: [(&str, &str); 4] = [
     (
         "content-security-policy",

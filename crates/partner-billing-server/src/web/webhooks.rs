@@ -1,4 +1,4 @@
-//! `GET /panel/webhooks`: the account's webhook endpoints (DESIGN §16): add one (its signing
+//! `GET /panel/webhooks`: the account's webhook endpoints (docs/webhooks.md): add one (its signing
 //! secret shown once), send a test event, delete, and the newest delivery attempts.
 
 use askama::Template;

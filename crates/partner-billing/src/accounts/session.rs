@@ -13,7 +13,7 @@ use crate::wire::Session;
 /// How long a panel session lasts.
 pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 60 * 60;
 
-/// A panel session unused for this long has ended (DESIGN §15).
+/// A panel session unused for this long has ended (docs/design.md).
 pub const SESSION_IDLE_SECONDS: i64 = 60 * 60;
 
 /// A session's last use is written at most this often.
@@ -22,7 +22,7 @@ const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
 /// Logs in to the panel (the JSON API and the HTML panel both call this). Unknown id, wrong
 /// password and suspended account are all [`Error::Unauthorized`], at the same cost.
 ///
-/// Throttled (DESIGN.md §19): failures count per client id and per `source` address; past
+/// Throttled (docs/security.md): failures count per client id and per `source` address; past
 /// 10 for the client id or 50 for the address within 15 minutes the answer is
 /// [`Error::RateLimited`] without the password being checked. Hashing is bounded
 /// ([`Error::Overloaded`] when too many wait).

@@ -18,7 +18,7 @@ pub(crate) const POSTGRES_PROMO_BATCHES_AT_ONCE: usize = 8;
 
 /// Promo batches of one account generated at once per process: below the global count, so
 /// one account's batches never hold every slot and other accounts are not queued behind
-/// them (DESIGN.md §19). An account's further batches wait holding no global slot.
+/// them (docs/security.md). An account's further batches wait holding no global slot.
 pub const PROMO_BATCHES_PER_ACCOUNT: usize = 2;
 
 /// The process's permits and each account's.

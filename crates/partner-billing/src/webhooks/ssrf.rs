@@ -5,7 +5,7 @@
 //! answer that changes between check and connect cannot swap them). Private, shared (CGNAT),
 //! link-local (cloud metadata at 169.254.169.254 included), unique-local, multicast, reserved
 //! and unspecified addresses are always refused. `--webhook-allow-insecure` (development and
-//! tests) additionally allows `http://` and loopback addresses, nothing else (DESIGN §16).
+//! tests) additionally allows `http://` and loopback addresses, nothing else (docs/webhooks.md).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

@@ -37,7 +37,7 @@ pub struct Problem {
     pub batch_id: Option<String>,
 }
 
-/// The stable error codes of the API (DESIGN §7), each with its HTTP status.
+/// The stable error codes of the API (docs/design.md), each with its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     ValidationFailed,

@@ -1,4 +1,4 @@
-//! Webhook endpoints, their deliveries, low-balance alerts, and the event body (DESIGN §16).
+//! Webhook endpoints, their deliveries, low-balance alerts, and the event body (docs/webhooks.md).
 
 use serde::{Deserialize, Serialize};
 
