@@ -62,8 +62,9 @@ pub enum Error {
     /// `retry_after_seconds`.
     #[error("too many failed redemption attempts")]
     TooManyAttempts { retry_after_seconds: u64 },
-    /// Too many attempts of another kind (sign-in failures, unknown logins, §19): refused
-    /// without looking further; allowed again after `retry_after_seconds`.
+    /// Too many attempts of another kind (sign-in failures, unknown logins: docs/design.md,
+    /// "Abuse limits"): refused without looking further; allowed again after
+    /// `retry_after_seconds`.
     #[error("too many attempts")]
     RateLimited { retry_after_seconds: u64 },
     /// Too much work of one kind is queued (password hashing); retry later.
