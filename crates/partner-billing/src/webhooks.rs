@@ -310,7 +310,9 @@ mod tests {
         // Secrets already in databases were sealed with exactly these bytes.
         assert_eq!(secret_context("rwe_abc"), b"webhook-secret:rwe_abc");
         let key = crate::crypto::MasterKey::generate();
-        let sealed = key.seal(b"signing key", &secret_context("rwe_abc")).unwrap();
+        let sealed = key
+            .seal(b"signing key", &secret_context("rwe_abc"))
+            .unwrap();
         assert!(key.open(&sealed, &secret_context("rwe_abd")).is_err());
         assert_eq!(
             key.open(&sealed, &secret_context("rwe_abc")).unwrap(),
