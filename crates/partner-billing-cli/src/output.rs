@@ -78,26 +78,16 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
         .join("\n")
 }
 
-/// Unix seconds as RFC 3339 UTC, e.g. `2024-05-01T12:00:00Z`.
+/// Unix seconds as RFC 3339 UTC, e.g. `2024-05-01T12:00:00Z` (the seconds themselves outside
+/// years 0-9999, which no time the service writes is).
 pub fn utc(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3_600,
-        secs % 3_600 / 60,
-        secs % 60
-    )
+    time::OffsetDateTime::from_unix_timestamp(seconds)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| seconds.to_string())
 }
 
 /// An optional timestamp, `-` when absent.
@@ -120,6 +110,7 @@ mod tests {
         assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc(1_714_564_800), "2024-05-01T12:00:00Z");
         assert_eq!(utc(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(utc(253_402_300_800), "253402300800", "year 10000");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use poem::{Endpoint, IntoResponse, Request, Response};
 
 use partner_billing::wire::ErrorCode;
 
+use crate::cross_site::is_cross_site;
 use crate::problem::{ApiError, Challenge};
 
 const PARTNER_PREFIX: &str = "/v1/billing/partner";
@@ -69,19 +70,6 @@ fn refusal(req: &Request) -> Option<ApiError> {
         }
     }
     None
-}
-
-fn is_cross_site(req: &Request) -> bool {
-    let site = req.header("sec-fetch-site");
-    if site.is_some_and(|s| s != "same-origin" && s != "none") {
-        return true;
-    }
-    let Some(origin) = req.header(header::ORIGIN) else {
-        return false;
-    };
-    let host = req.header(header::HOST).unwrap_or_default();
-    let own = [format!("http://{host}"), format!("https://{host}")];
-    host.is_empty() || !own.iter().any(|o| o == origin)
 }
 
 fn carries_api_key(req: &Request) -> bool {

@@ -9,6 +9,7 @@ mod auth;
 mod body;
 pub mod command;
 pub mod connections;
+mod cross_site;
 mod document;
 pub mod errors;
 mod guard;
@@ -27,6 +28,9 @@ pub mod tls;
 mod web;
 mod webhook_worker;
 mod webhooks;
+
+/// The panel's routes, for a test that walks every one of them.
+pub use web::{PanelAccess, PanelRoute, panel_routes};
 
 use std::time::Duration;
 

@@ -74,8 +74,10 @@ fn parse_description(description: Option<&str>) -> Result<Option<String>> {
     }
 }
 
-/// The AEAD context that binds a sealed secret to its endpoint.
-fn secret_context(endpoint_id: &str) -> Vec<u8> {
+/// The AEAD context that binds a sealed secret to its endpoint: the one definition, used where
+/// a secret is sealed (here) and where it is opened (the outbox). Changing it would make every
+/// stored secret unreadable.
+pub(crate) fn secret_context(endpoint_id: &str) -> Vec<u8> {
     format!("webhook-secret:{endpoint_id}").into_bytes()
 }
 
@@ -301,5 +303,20 @@ mod tests {
         );
         assert!(parse_event_types(&[]).is_err());
         assert!(parse_event_types(&types(&["balance.*"])).is_err());
+    }
+
+    #[test]
+    fn the_secret_context_is_the_one_stored_secrets_were_sealed_with() {
+        // Secrets already in databases were sealed with exactly these bytes.
+        assert_eq!(secret_context("rwe_abc"), b"webhook-secret:rwe_abc");
+        let key = crate::crypto::MasterKey::generate();
+        let sealed = key
+            .seal(b"signing key", &secret_context("rwe_abc"))
+            .unwrap();
+        assert!(key.open(&sealed, &secret_context("rwe_abd")).is_err());
+        assert_eq!(
+            key.open(&sealed, &secret_context("rwe_abc")).unwrap(),
+            b"signing key"
+        );
     }
 }

@@ -18,6 +18,7 @@ mod operations;
 mod outage;
 mod panel;
 mod panel_browser;
+mod panel_routes;
 mod panel_sessions;
 mod panel_webhooks;
 mod product;

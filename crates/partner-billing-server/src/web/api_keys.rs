@@ -3,16 +3,18 @@
 
 use askama::Template;
 use poem::http::StatusCode;
-use poem::web::{Data, Form, Path};
-use poem::{Request, Response, handler};
+use poem::web::{Data, Path};
+use poem::{Response, handler};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use partner_billing::Error;
 use partner_billing::keys;
+use partner_billing::limits::{KEY_NAME_MAX_CHARS, ROLL_GRACE_MAX_SECONDS};
 use partner_billing::wire::{ApiKeyInfo, CreatedApiKey};
 
 use super::layout::{self, Utc};
-use super::session::{self, SignedIn};
+use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
 
 /// A key as its table row shows it.
@@ -65,7 +67,7 @@ const GRACE_PERIODS: [(i64, &str); 4] = [
     (0, "now"),
     (3600, "1 hour"),
     (86400, "24 hours"),
-    (604800, "7 days"),
+    (ROLL_GRACE_MAX_SECONDS, "7 days"),
 ];
 
 async fn render_page(
@@ -114,17 +116,12 @@ async fn show_new_key(state: &AppState, who: SignedIn, created: CreatedApiKey) -
 }
 
 #[handler]
-pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
-    match session::signed_in(&state.store, req).await {
-        Ok(who) => render_page(&state, who, StatusCode::OK, None, String::new(), None).await,
-        Err(response) => response,
-    }
+pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
+    render_page(&state, who, StatusCode::OK, None, String::new(), None).await
 }
 
 #[derive(Deserialize)]
 pub struct CreateForm {
-    #[serde(default)]
-    csrf: String,
     #[serde(default)]
     name: String,
 }
@@ -133,14 +130,9 @@ pub struct CreateForm {
 /// `no-store`, and a reload never shows that secret again.
 #[handler]
 pub async fn create(
-    req: &Request,
+    SignedInForm { who, form }: SignedInForm<CreateForm>,
     state: Data<&AppState>,
-    Form(form): Form<CreateForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let name = form.name.trim().to_owned();
     let requested = (!name.is_empty()).then_some(name.as_str());
     match keys::create_api_key(&state.store, who.account.account_id, requested).await {
@@ -153,7 +145,9 @@ pub async fn create(
             render_page(&state, who, StatusCode::CONFLICT, None, name, Some(error)).await
         }
         Err(Error::Validation(_)) => {
-            let error = "A name is at most 64 characters, without control characters.".to_owned();
+            let error = format!(
+                "A name is at most {KEY_NAME_MAX_CHARS} characters, without control characters."
+            );
             render_page(
                 &state,
                 who,
@@ -168,24 +162,13 @@ pub async fn create(
     }
 }
 
-#[derive(Deserialize)]
-pub struct RevokeForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// `POST /panel/api-keys/{apiKeyId}/revoke`: the key is refused from the next request on.
 #[handler]
 pub async fn revoke(
-    req: &Request,
+    SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
     Path(api_key_id): Path<String>,
-    Form(form): Form<RevokeForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     match keys::revoke_api_key(&state.store, who.account.account_id, &api_key_id).await {
         Ok(()) => layout::see_other("/panel/api-keys"),
         Err(Error::ApiKeyNotFound) => {
@@ -206,8 +189,6 @@ pub async fn revoke(
 
 #[derive(Deserialize)]
 pub struct RollForm {
-    #[serde(default)]
-    csrf: String,
     /// Seconds the old key keeps working: one of [`GRACE_PERIODS`].
     #[serde(default)]
     expires_in: String,
@@ -217,15 +198,10 @@ pub struct RollForm {
 /// secret shown once in this answer; the old key works until the chosen grace period ends.
 #[handler]
 pub async fn roll(
-    req: &Request,
+    SignedInForm { who, form }: SignedInForm<RollForm>,
     state: Data<&AppState>,
     Path(api_key_id): Path<String>,
-    Form(form): Form<RollForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let grace = form
         .expires_in
         .parse::<i64>()

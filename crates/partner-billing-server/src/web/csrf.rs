@@ -1,7 +1,6 @@
-//! Forms that change state carry a per-session CSRF token, and must come from the panel itself.
+//! Forms that change state carry a per-session CSRF token (and must come from the panel itself:
+//! [`crate::cross_site`]).
 
-use poem::Request;
-use poem::http::header;
 use subtle::ConstantTimeEq;
 
 use partner_billing::domain::{Secret, sha256_hex};
@@ -15,18 +14,4 @@ pub fn token_for(session: &Secret) -> String {
 /// Whether a form's token is the session's.
 pub fn token_matches(session: &Secret, presented: &str) -> bool {
     bool::from(token_for(session).as_bytes().ct_eq(presented.as_bytes()))
-}
-
-/// "Another site" (docs/design.md): `Sec-Fetch-Site` present and not `same-origin`; or, without it,
-/// an `Origin` that is not the panel's own. Chromium sends `Origin: null` with
-/// `Sec-Fetch-Site: same-origin` under `Referrer-Policy: no-referrer`: that is same-origin.
-pub fn is_cross_site(req: &Request) -> bool {
-    if let Some(site) = req.header("sec-fetch-site") {
-        return site != "same-origin";
-    }
-    let Some(origin) = req.header(header::ORIGIN) else {
-        return false;
-    };
-    let host = req.header(header::HOST).unwrap_or_default();
-    host.is_empty() || (origin != format!("http://{host}") && origin != format!("https://{host}"))
 }

@@ -3,6 +3,9 @@
 use askama::Template;
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{IntoResponse, Response};
+use time::OffsetDateTime;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
 
 use crate::problem::ApiError;
 
@@ -68,36 +71,31 @@ pub struct Utc {
     pub text: String,
 }
 
+/// `<time datetime="…">`: RFC 3339 in UTC, to the second.
+const DATETIME: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+/// What a person reads.
+const TEXT: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
+
 impl Utc {
     pub fn new(unix_seconds: i64) -> Self {
-        let days = unix_seconds.div_euclid(86_400);
-        let secs = unix_seconds.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
-        let (hour, minute, second) = (secs / 3600, secs % 3600 / 60, secs % 60);
-        Self {
-            datetime: format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z"),
-            text: format!("{year:04}-{month:02}-{day:02} {hour:02}:{minute:02} UTC"),
+        let time = OffsetDateTime::from_unix_timestamp(unix_seconds).ok();
+        let format =
+            |description: &[BorrowedFormatItem<'_>]| time.and_then(|t| t.format(description).ok());
+        match (format(DATETIME), format(TEXT)) {
+            (Some(datetime), Some(text)) => Self { datetime, text },
+            // Outside years 0-9999: no time the service writes; shown as stored.
+            _ => Self {
+                datetime: String::new(),
+                text: unix_seconds.to_string(),
+            },
         }
     }
 
     pub fn optional(unix_seconds: Option<i64>) -> Option<Self> {
         unix_seconds.map(Self::new)
     }
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -111,5 +109,7 @@ mod tests {
         assert_eq!(t.datetime, "2026-11-23T06:00:00Z");
         assert_eq!(Utc::new(0).text, "1970-01-01 00:00 UTC");
         assert_eq!(Utc::new(951_782_400).text, "2000-02-29 00:00 UTC");
+        assert_eq!(Utc::new(-1).datetime, "1969-12-31T23:59:59Z");
+        assert_eq!(Utc::new(253_402_300_800).text, "253402300800", "year 10000");
     }
 }

@@ -3,13 +3,13 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::{Data, Query};
-use poem::{Request, Response, handler};
+use poem::{Response, handler};
 use serde::Deserialize;
 
 use partner_billing::{activity, quota};
 
 use super::layout::{self, Utc};
-use super::session;
+use super::session::SignedIn;
 use crate::AppState;
 
 struct EntryRow {
@@ -54,14 +54,10 @@ pub struct LedgerQuery {
 
 #[handler]
 pub async fn page(
-    req: &Request,
+    who: SignedIn,
     state: Data<&AppState>,
     Query(query): Query<LedgerQuery>,
 ) -> Response {
-    let who = match session::signed_in(&state.store, req).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let account_id = who.account.account_id;
     let products: Vec<String> = match quota::balances(&state.store, account_id).await {
         Ok(b) => b.balances.into_iter().map(|b| b.product_slug).collect(),
@@ -121,11 +117,7 @@ fn csv_field(value: &str) -> String {
 
 /// `GET /panel/ledger.csv`: every entry, newest first.
 #[handler]
-pub async fn csv(req: &Request, state: Data<&AppState>) -> Response {
-    let who = match session::signed_in(&state.store, req).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub async fn csv(who: SignedIn, state: Data<&AppState>) -> Response {
     let entries = match activity::ledger_all(&state.store, who.account.account_id).await {
         Ok(entries) => entries,
         Err(err) => return layout::failure(err),

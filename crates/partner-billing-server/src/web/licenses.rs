@@ -3,13 +3,14 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::{Data, Query};
-use poem::{Request, Response, handler};
+use poem::{Response, handler};
 use serde::Deserialize;
 
 use partner_billing::activity;
+use partner_billing::limits::LOGIN_MAX_CHARS;
 
 use super::layout::{self, Utc};
-use super::session;
+use super::session::SignedIn;
 use crate::AppState;
 
 struct LicenseRow {
@@ -38,15 +39,11 @@ pub struct LicensesQuery {
 
 #[handler]
 pub async fn page(
-    req: &Request,
+    who: SignedIn,
     state: Data<&AppState>,
     Query(query): Query<LicensesQuery>,
 ) -> Response {
-    let who = match session::signed_in(&state.store, req).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    let login: String = query.login.chars().take(254).collect();
+    let login: String = query.login.chars().take(LOGIN_MAX_CHARS).collect();
     let licenses = match activity::licenses(&state.store, who.account.account_id, &login).await {
         Ok(rows) => rows
             .into_iter()

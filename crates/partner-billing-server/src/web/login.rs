@@ -5,12 +5,15 @@ use poem::http::StatusCode;
 use poem::web::{Data, Form};
 use poem::{Request, Response, handler};
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use partner_billing::Error;
 use partner_billing::accounts;
 use partner_billing::domain::Password;
+use partner_billing::limits::{PRESENTED_CLIENT_ID_MAX_CHARS, PRESENTED_PASSWORD_MAX_CHARS};
 
-use super::{cookies, csrf, layout, session};
+use super::session::{self, SignedInForm};
+use super::{cookies, layout};
 use crate::AppState;
 
 /// The one answer to every failed sign-in, whatever the cause.
@@ -50,10 +53,15 @@ pub async fn submit(
     state: Data<&AppState>,
     Form(form): Form<SignInForm>,
 ) -> Response {
-    if csrf::is_cross_site(req) {
+    if crate::cross_site::is_cross_site(req) {
         return session::forbidden();
     }
-    let client_id: String = form.client_id.trim().chars().take(64).collect();
+    let client_id: String = form
+        .client_id
+        .trim()
+        .chars()
+        .take(PRESENTED_CLIENT_ID_MAX_CHARS)
+        .collect();
     let failed = |status: StatusCode, error: &'static str| {
         layout::render(
             status,
@@ -63,7 +71,12 @@ pub async fn submit(
             },
         )
     };
-    if form.password.chars().nth(1024).is_some() {
+    if form
+        .password
+        .chars()
+        .nth(PRESENTED_PASSWORD_MAX_CHARS)
+        .is_some()
+    {
         return failed(StatusCode::UNAUTHORIZED, SIGN_IN_FAILED);
     }
     let password = Password::presented(form.password);
@@ -107,23 +120,13 @@ pub async fn submit(
     }
 }
 
-#[derive(Deserialize)]
-pub struct SignOutForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// `POST /panel/logout`: the session ends at once.
 #[handler]
 pub async fn logout(
     req: &Request,
+    SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
-    Form(form): Form<SignOutForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     if let Err(err) = accounts::end_session(&state.store, &who.token).await {
         return layout::failure(err);
     }

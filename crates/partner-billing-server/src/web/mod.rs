@@ -1,6 +1,7 @@
 //! The reseller web panel (docs/design.md): HTML pages under `/panel`, rendered on the server from
 //! templates compiled into the binary, working without JavaScript. Each view reads like a JSON
-//! handler: parse, authenticate (the `pb_session` cookie), call the core, render.
+//! handler: parse, authenticate (a [`session::SignedIn`] or [`session::SignedInForm`] argument: the
+//! handler cannot forget it), call the core, render.
 //!
 //! The panel is not part of the OpenAPI document; the JSON panel API stays for the SDK and CLI.
 
@@ -18,8 +19,10 @@ mod session;
 mod settings;
 mod webhooks;
 
-use poem::http::{HeaderValue, header};
-use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, get, post};
+use std::collections::BTreeMap;
+
+use poem::http::{HeaderValue, Method, header};
+use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, RouteMethod};
 
 /// Every panel response carries these (docs/design.md).
 const SECURITY_HEADERS: [(&str, &str); 4] = [
@@ -32,29 +35,109 @@ const SECURITY_HEADERS: [(&str, &str); 4] = [
     ("cache-control", "no-store"),
 ];
 
+/// Who may use a panel route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanelAccess {
+    /// Anyone: the sign-in page and the assets.
+    Public,
+    /// A signed-in reseller: the handler takes [`session::SignedIn`] (a page) or
+    /// [`session::SignedInForm`] (a form POST, which also checks the CSRF token and the origin).
+    SignedIn,
+}
+
+/// One route of the panel. The router is built from [`panel_routes`] and nothing else, so a
+/// test can walk every route (each `SignedIn` one must redirect without a session and refuse a
+/// POST without its CSRF token).
+pub struct PanelRoute {
+    pub method: Method,
+    /// As the router has it, under `/panel` (`:name` for a path parameter).
+    pub path: &'static str,
+    pub access: PanelAccess,
+    endpoint: poem::endpoint::BoxEndpoint<'static>,
+}
+
+fn route<E>(method: Method, path: &'static str, access: PanelAccess, endpoint: E) -> PanelRoute
+where
+    E: Endpoint + 'static,
+    E::Output: IntoResponse + 'static,
+{
+    PanelRoute {
+        method,
+        path,
+        access,
+        endpoint: endpoint.map_to_response().boxed(),
+    }
+}
+
+/// Every route under `/panel`.
+pub fn panel_routes() -> Vec<PanelRoute> {
+    use PanelAccess::{Public, SignedIn};
+    vec![
+        route(Method::GET, "/", SignedIn, overview::page),
+        route(Method::GET, "/login", Public, login::page),
+        route(Method::POST, "/login", Public, login::submit),
+        route(Method::POST, "/logout", SignedIn, login::logout),
+        route(Method::GET, "/api-keys", SignedIn, api_keys::page),
+        route(Method::POST, "/api-keys", SignedIn, api_keys::create),
+        route(
+            Method::POST,
+            "/api-keys/:api_key_id/revoke",
+            SignedIn,
+            api_keys::revoke,
+        ),
+        route(
+            Method::POST,
+            "/api-keys/:api_key_id/roll",
+            SignedIn,
+            api_keys::roll,
+        ),
+        route(Method::GET, "/ledger", SignedIn, ledger::page),
+        route(Method::GET, "/ledger.csv", SignedIn, ledger::csv),
+        route(Method::GET, "/promo-batches", SignedIn, promo_batches::page),
+        route(Method::GET, "/licenses", SignedIn, licenses::page),
+        route(Method::GET, "/webhooks", SignedIn, webhooks::page),
+        route(Method::POST, "/webhooks", SignedIn, webhooks::create),
+        route(
+            Method::POST,
+            "/webhooks/:webhook_endpoint_id/test",
+            SignedIn,
+            webhooks::test,
+        ),
+        route(
+            Method::POST,
+            "/webhooks/:webhook_endpoint_id/delete",
+            SignedIn,
+            webhooks::delete,
+        ),
+        route(Method::GET, "/settings", SignedIn, settings::page),
+        route(
+            Method::POST,
+            "/settings/password",
+            SignedIn,
+            settings::change_password,
+        ),
+        route(
+            Method::POST,
+            "/settings/alerts",
+            SignedIn,
+            settings::save_alerts,
+        ),
+        route(Method::GET, "/assets/:file", Public, assets::file),
+    ]
+}
+
 /// The routes under `/panel`, with the security headers on every answer.
 pub fn routes() -> impl Endpoint<Output = Response> {
-    Route::new()
-        .at("/", get(overview::page))
-        .at("/login", get(login::page).post(login::submit))
-        .at("/logout", post(login::logout))
-        .at("/api-keys", get(api_keys::page).post(api_keys::create))
-        .at("/api-keys/:api_key_id/revoke", post(api_keys::revoke))
-        .at("/api-keys/:api_key_id/roll", post(api_keys::roll))
-        .at("/ledger", get(ledger::page))
-        .at("/ledger.csv", get(ledger::csv))
-        .at("/promo-batches", get(promo_batches::page))
-        .at("/licenses", get(licenses::page))
-        .at("/webhooks", get(webhooks::page).post(webhooks::create))
-        .at("/webhooks/:webhook_endpoint_id/test", post(webhooks::test))
-        .at(
-            "/webhooks/:webhook_endpoint_id/delete",
-            post(webhooks::delete),
-        )
-        .at("/settings", get(settings::page))
-        .at("/settings/password", post(settings::change_password))
-        .at("/settings/alerts", post(settings::save_alerts))
-        .at("/assets/:file", get(assets::file))
+    let mut paths: BTreeMap<&str, RouteMethod> = BTreeMap::new();
+    for r in panel_routes() {
+        let methods = paths.remove(r.path).unwrap_or_default();
+        paths.insert(r.path, methods.method(r.method, r.endpoint));
+    }
+    paths
+        .into_iter()
+        .fold(Route::new(), |router, (path, methods)| {
+            router.at(path, methods)
+        })
         .around(|ep, req| async move {
             let mut response = match ep.call(req).await {
                 Ok(r) => r.into_response(),

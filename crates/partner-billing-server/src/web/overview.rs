@@ -3,12 +3,13 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::Data;
-use poem::{Request, Response, handler};
+use poem::{Response, handler};
 
 use partner_billing::wire::ResellerAccount;
 use partner_billing::{accounts, quota, webhooks};
 
-use super::{layout, session};
+use super::layout;
+use super::session::SignedIn;
 use crate::AppState;
 
 /// A balance with its low-balance alert (`None` when off).
@@ -28,11 +29,7 @@ struct OverviewPage {
 }
 
 #[handler]
-pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
-    let who = match session::signed_in(&state.store, req).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
     let account = match accounts::account_profile(&state.store, who.account.account_id).await {
         Ok(account) => account,
         Err(err) => return layout::failure(err),

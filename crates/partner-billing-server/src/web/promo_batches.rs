@@ -4,12 +4,12 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::Data;
-use poem::{Request, Response, handler};
+use poem::{Response, handler};
 
 use partner_billing::activity;
 
 use super::layout::{self, Utc};
-use super::session;
+use super::session::SignedIn;
 use crate::AppState;
 
 struct BatchRow {
@@ -30,11 +30,7 @@ struct PromoBatchesPage {
 }
 
 #[handler]
-pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
-    let who = match session::signed_in(&state.store, req).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
+pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
     let batches = match activity::promo_batches(&state.store, who.account.account_id).await {
         Ok(rows) => rows
             .into_iter()

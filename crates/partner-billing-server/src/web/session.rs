@@ -1,15 +1,21 @@
-//! Who is signed in: the `pb_session` cookie checked through the core, or a 303 to the sign-in
-//! page. State-changing forms are also checked for their CSRF token and their origin here.
+//! Who is signed in, as extractors a page declares in its handler's signature (so it cannot
+//! forget to ask): [`SignedIn`] for a page, [`SignedInForm`] for a form POST. A request
+//! without a live `pb_session` (12 h absolute, 1 h idle) never reaches the handler: the
+//! extractor answers the 303 to `/panel/login` itself; a form from another site or without the
+//! session's CSRF token is answered 403 and changes nothing.
 
 use poem::http::StatusCode;
-use poem::{Request, Response};
+use poem::web::Form;
+use poem::{Body, FromRequest, Request, RequestBody, Response};
+use serde::de::DeserializeOwned;
 
 use partner_billing::Error;
 use partner_billing::accounts::{self, PanelAccount};
 use partner_billing::domain::Secret;
-use partner_billing::store::Store;
 
 use super::{cookies, csrf, layout};
+use crate::AppState;
+use crate::cross_site::is_cross_site;
 
 /// A signed-in person: the account, the session token and its CSRF token.
 pub struct SignedIn {
@@ -18,42 +24,66 @@ pub struct SignedIn {
     pub csrf: String,
 }
 
-/// The session of the request, or the response to send instead (303 to `/panel/login` for a
-/// missing, ended or unknown session; an error page when the database fails).
-pub async fn signed_in(store: &Store, req: &Request) -> Result<SignedIn, Response> {
-    let Some(token) = cookies::session_token(req) else {
-        return Err(layout::see_other("/panel/login"));
-    };
-    match accounts::authenticate_session(store, &token).await {
-        Ok(account) => Ok(SignedIn {
-            account,
-            csrf: csrf::token_for(&token),
-            token,
-        }),
-        Err(Error::Unauthorized) => {
-            let mut response = layout::see_other("/panel/login");
-            layout::set_cookie(&mut response, &cookies::clear_session(req));
-            Err(response)
+/// The answer sent instead of the handler's.
+fn refuse(response: Response) -> poem::Error {
+    poem::Error::from_response(response)
+}
+
+impl<'a> FromRequest<'a> for SignedIn {
+    async fn from_request(req: &'a Request, _body: &mut RequestBody) -> poem::Result<Self> {
+        let Some(token) = cookies::session_token(req) else {
+            return Err(refuse(layout::see_other("/panel/login")));
+        };
+        let Some(state) = req.data::<AppState>() else {
+            return Err(refuse(layout::failure(Error::Internal(
+                "the panel has no app state".to_owned(),
+            ))));
+        };
+        match accounts::authenticate_session(&state.store, &token).await {
+            Ok(account) => Ok(SignedIn {
+                account,
+                csrf: csrf::token_for(&token),
+                token,
+            }),
+            Err(Error::Unauthorized) => {
+                let mut response = layout::see_other("/panel/login");
+                layout::set_cookie(&mut response, &cookies::clear_session(req));
+                Err(refuse(response))
+            }
+            Err(err) => Err(refuse(layout::failure(err))),
         }
-        Err(err) => Err(layout::failure(err)),
     }
 }
 
-/// As [`signed_in`], for a form POST: refuses (403, nothing changed) a request from another
-/// site or without the session's CSRF token.
-pub async fn signed_in_form(
-    store: &Store,
-    req: &Request,
-    presented_csrf: &str,
-) -> Result<SignedIn, Response> {
-    if csrf::is_cross_site(req) {
-        return Err(forbidden());
+/// A state-changing form of a signed-in person: refused (403, nothing changed) when it comes
+/// from another site or lacks the session's CSRF token (the `csrf` field); the rest of the
+/// form is `T` (which may ignore `csrf`).
+pub struct SignedInForm<T> {
+    pub who: SignedIn,
+    pub form: T,
+}
+
+impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedInForm<T> {
+    async fn from_request(req: &'a Request, body: &mut RequestBody) -> poem::Result<Self> {
+        if is_cross_site(req) {
+            return Err(refuse(forbidden()));
+        }
+        let who = SignedIn::from_request(req, body).await?;
+        // The body is read once and parsed twice: for the token, then as the page's form.
+        let bytes = body.take()?.into_vec().await?;
+        let mut copy = RequestBody::new(Body::from_vec(bytes.clone()));
+        let presented = match Form::<Vec<(String, String)>>::from_request(req, &mut copy).await {
+            Ok(Form(fields)) => fields.into_iter().find(|(name, _)| name == "csrf"),
+            Err(_) => None,
+        };
+        let valid = presented.is_some_and(|(_, token)| csrf::token_matches(&who.token, &token));
+        if !valid {
+            return Err(refuse(forbidden()));
+        }
+        let Form(form) =
+            Form::<T>::from_request(req, &mut RequestBody::new(Body::from_vec(bytes))).await?;
+        Ok(SignedInForm { who, form })
     }
-    let who = signed_in(store, req).await?;
-    if !csrf::token_matches(&who.token, presented_csrf) {
-        return Err(forbidden());
-    }
-    Ok(who)
 }
 
 /// The 403 for a forged or cross-site form.

@@ -3,20 +3,20 @@
 
 use askama::Template;
 use poem::http::StatusCode;
-use poem::web::{Data, Form};
-use poem::{Request, Response, handler};
+use poem::web::Data;
+use poem::{Response, handler};
 use serde::Deserialize;
 
 use partner_billing::Error;
 use partner_billing::domain::Password;
+use partner_billing::limits::{
+    LOW_BALANCE_THRESHOLD_MAX, PASSWORD_MAX_CHARS, PASSWORD_MIN_CHARS, PRESENTED_PASSWORD_MAX_CHARS,
+};
 use partner_billing::{accounts, quota, webhooks};
 
 use super::layout;
-use super::session::{self, SignedIn};
+use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
-
-/// The highest threshold a product's alert takes (the core's bound).
-const MAX_THRESHOLD: i64 = 1_000_000_000;
 
 /// The name prefix of a threshold input: `alert:<productSlug>`.
 const ALERT_FIELD: &str = "alert:";
@@ -33,7 +33,7 @@ struct SettingsPage {
     csrf: String,
     current: &'static str,
     notice: Option<&'static str>,
-    error: Option<&'static str>,
+    error: Option<String>,
     alerts: Vec<AlertRow>,
     alerts_notice: Option<&'static str>,
     alerts_error: Option<String>,
@@ -43,7 +43,7 @@ struct SettingsPage {
 #[derive(Default)]
 struct Outcome {
     notice: Option<&'static str>,
-    error: Option<&'static str>,
+    error: Option<String>,
     alerts_notice: Option<&'static str>,
     alerts_error: Option<String>,
     submitted: Vec<(String, String)>,
@@ -105,30 +105,17 @@ async fn render_page(
 }
 
 #[handler]
-pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
-    match session::signed_in(&state.store, req).await {
-        Ok(who) => render_page(&state, who, StatusCode::OK, Outcome::default()).await,
-        Err(response) => response,
-    }
+pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
+    render_page(&state, who, StatusCode::OK, Outcome::default()).await
 }
 
 /// `POST /panel/settings/alerts`: "Save alerts". Every value is checked before any is saved,
 /// so a refused form changes nothing.
 #[handler]
 pub async fn save_alerts(
-    req: &Request,
+    SignedInForm { who, form: fields }: SignedInForm<Vec<(String, String)>>,
     state: Data<&AppState>,
-    Form(fields): Form<Vec<(String, String)>>,
 ) -> Response {
-    let csrf = fields
-        .iter()
-        .find(|(name, _)| name == "csrf")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or_default();
-    let who = match session::signed_in_form(&state.store, req, csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let submitted: Vec<(String, String)> = fields
         .iter()
         .filter_map(|(name, value)| {
@@ -144,12 +131,12 @@ pub async fn save_alerts(
             value
                 .parse::<i64>()
                 .ok()
-                .filter(|n| (0..=MAX_THRESHOLD).contains(n))
+                .filter(|n| (0..=LOW_BALANCE_THRESHOLD_MAX).contains(n))
         };
         let Some(threshold) = parsed else {
             let outcome = Outcome {
                 alerts_error: Some(format!(
-                    "The alert for {slug} must be a whole number from 0 (off) to {MAX_THRESHOLD}."
+                    "The alert for {slug} must be a whole number from 0 (off) to {LOW_BALANCE_THRESHOLD_MAX}."
                 )),
                 submitted: submitted.clone(),
                 ..Outcome::default()
@@ -183,8 +170,6 @@ pub async fn save_alerts(
 #[derive(Deserialize)]
 pub struct PasswordForm {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     current_password: String,
     #[serde(default)]
     new_password: String,
@@ -193,15 +178,15 @@ pub struct PasswordForm {
 /// `POST /panel/settings/password`: every other session of the account ends.
 #[handler]
 pub async fn change_password(
-    req: &Request,
+    SignedInForm { who, form }: SignedInForm<PasswordForm>,
     state: Data<&AppState>,
-    Form(form): Form<PasswordForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
-    let outcome = if form.current_password.chars().nth(1024).is_some() {
+    let outcome = if form
+        .current_password
+        .chars()
+        .nth(PRESENTED_PASSWORD_MAX_CHARS)
+        .is_some()
+    {
         Err(Error::Validation(
             partner_billing::domain::InvalidField::new("currentPassword", "is incorrect"),
         ))
@@ -224,12 +209,14 @@ pub async fn change_password(
         Err(Error::Validation(invalid)) if invalid.field == "currentPassword" => (
             StatusCode::BAD_REQUEST,
             None,
-            Some("The current password is incorrect."),
+            Some("The current password is incorrect.".to_owned()),
         ),
         Err(Error::Validation(_)) => (
             StatusCode::BAD_REQUEST,
             None,
-            Some("The new password must be 12 to 128 characters."),
+            Some(format!(
+                "The new password must be {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters."
+            )),
         ),
         Err(err) => return layout::failure(err),
     };

@@ -3,18 +3,20 @@
 
 use askama::Template;
 use poem::http::StatusCode;
-use poem::web::{Data, Form, Path};
-use poem::{Request, Response, handler};
-use serde::Deserialize;
+use poem::web::{Data, Path};
+use poem::{Response, handler};
+
+use serde::de::IgnoredAny;
 
 use partner_billing::Error;
+use partner_billing::limits::WEBHOOK_DESCRIPTION_MAX_CHARS;
 use partner_billing::webhooks;
 use partner_billing::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, WEBHOOK_EVENT_TYPES, WebhookEndpoint,
 };
 
 use super::layout::{self, Utc};
-use super::session::{self, SignedIn};
+use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
 
 /// How many of the newest delivery attempts the page shows, all endpoints together.
@@ -160,47 +162,35 @@ async fn render_page(
 }
 
 #[handler]
-pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
-    match session::signed_in(&state.store, req).await {
-        Ok(who) => {
-            render_page(
-                &state,
-                who,
-                StatusCode::OK,
-                None,
-                AddForm::default(),
-                None,
-                None,
-            )
-            .await
-        }
-        Err(response) => response,
-    }
+pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
+    render_page(
+        &state,
+        who,
+        StatusCode::OK,
+        None,
+        AddForm::default(),
+        None,
+        None,
+    )
+    .await
 }
 
 /// `POST /panel/webhooks`: "Add endpoint". The form's fields are read as pairs because each
 /// checked event type repeats the `event_types` name.
 #[handler]
 pub async fn create(
-    req: &Request,
+    SignedInForm { who, form: fields }: SignedInForm<Vec<(String, String)>>,
     state: Data<&AppState>,
-    Form(fields): Form<Vec<(String, String)>>,
 ) -> Response {
-    let mut csrf = String::new();
     let mut form = AddForm::default();
     for (name, value) in fields {
         match name.as_str() {
-            "csrf" => csrf = value,
             "url" => form.url = value.trim().to_owned(),
             "description" => form.description = value.trim().to_owned(),
             "event_types" => form.event_types.push(value),
             _ => {}
         }
     }
-    let who = match session::signed_in_form(&state.store, req, &csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let refused = |status, error: String| (status, Some(error));
     let (status, error) = if form.url.is_empty() {
         refused(
@@ -250,10 +240,10 @@ pub async fn create(
                 let error = match invalid.field {
                     "url" => format!("The URL is refused: {}.", invalid.message),
                     "eventTypes" => "Choose event types from the list.".to_owned(),
-                    "description" => {
-                        "A description is at most 256 characters, without control characters."
-                            .to_owned()
-                    }
+                    "description" => format!(
+                        "A description is at most {WEBHOOK_DESCRIPTION_MAX_CHARS} characters, \
+                         without control characters."
+                    ),
                     _ => format!("{} {}.", invalid.field, invalid.message),
                 };
                 refused(StatusCode::BAD_REQUEST, error)
@@ -264,24 +254,13 @@ pub async fn create(
     render_page(&state, who, status, None, form, None, error).await
 }
 
-#[derive(Deserialize)]
-pub struct EndpointForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// `POST /panel/webhooks/{webhookEndpointId}/test`: "Send test event".
 #[handler]
 pub async fn test(
-    req: &Request,
+    SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
     Path(endpoint_id): Path<String>,
-    Form(form): Form<EndpointForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     let outcome =
         webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await;
     after_action(&state, who, outcome, "A webhook.test event is on its way.").await
@@ -290,15 +269,10 @@ pub async fn test(
 /// `POST /panel/webhooks/{webhookEndpointId}/delete`: "Delete"; nothing more is sent to it.
 #[handler]
 pub async fn delete(
-    req: &Request,
+    SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
     Path(endpoint_id): Path<String>,
-    Form(form): Form<EndpointForm>,
 ) -> Response {
-    let who = match session::signed_in_form(&state.store, req, &form.csrf).await {
-        Ok(who) => who,
-        Err(response) => return response,
-    };
     match webhooks::delete_endpoint(&state.store, who.account.account_id, &endpoint_id).await {
         Ok(()) => layout::see_other("/panel/webhooks"),
         outcome => after_action(&state, who, outcome, "").await,

@@ -98,10 +98,7 @@ pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
         let sealed = hex::decode(&row.sealed_secret)
             .map_err(|_| Error::Internal("a sealed webhook secret is not hex".to_owned()))?;
         let signing_key = key
-            .open(
-                &sealed,
-                format!("webhook-secret:{}", row.endpoint_id).as_bytes(),
-            )
+            .open(&sealed, &super::secret_context(&row.endpoint_id))
             .map_err(|_| {
                 Error::Internal("a webhook secret does not open under the master key".to_owned())
             })?;
