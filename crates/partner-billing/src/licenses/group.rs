@@ -83,6 +83,9 @@ struct Pending {
     request: IssueLicense,
     plan: PlanRow,
     reply: oneshot::Sender<Result<Outcome<License>>>,
+    /// The request's span (its request id): the group's lines about this request are
+    /// written inside it, though the group runs in a task of its own.
+    span: tracing::Span,
 }
 
 /// The queues of the lanes that have a committer running. A lane is in the map exactly
@@ -144,6 +147,7 @@ pub(crate) async fn issue(
         request,
         plan,
         reply,
+        span: tracing::Span::current(),
     };
     let start_committer = {
         let mut queues = store.license_groups().lock();
@@ -273,12 +277,14 @@ async fn run_transaction(
     for (pending, step) in batch.into_iter().zip(steps) {
         let answer = match (step, &committed) {
             (Step::Fresh(license), Ok(())) => {
-                tracing::info!(
-                    client_id = %pending.account.client_id,
-                    license_id = %license.license_id,
-                    plan = %pending.request.plan,
-                    "license issued"
-                );
+                pending.span.in_scope(|| {
+                    tracing::info!(
+                        client_id = %pending.account.client_id,
+                        license_id = %license.license_id,
+                        plan = %pending.request.plan,
+                        "license issued"
+                    )
+                });
                 Ok(Outcome {
                     value: license,
                     replayed: false,

@@ -15,7 +15,7 @@ use crate::db::{Backend, Tx};
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
-use crate::faults::FaultPoint;
+use crate::faults::{FaultPoint, HoldPoint};
 use crate::idempotency::{
     self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started,
 };
@@ -120,6 +120,9 @@ pub async fn generate_promo_batch(
     let scope = Scope::Account(account.account_id);
     let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
     let _permit = store.promo_permit(account.account_id).await?;
+    store
+        .pass(HoldPoint::PromoTurnTaken, account.account_id)
+        .await;
     // A retry is answered from its record without drawing, hashing and sealing 1000 codes.
     if idempotency::has_outcome(store, scope, &request.idempotency_key).await? {
         match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
@@ -211,6 +214,9 @@ async fn store_batch(
     if store.fault(FaultPoint::AfterDebit) {
         return Err(Error::PromoGenerationFailed);
     }
+    store
+        .pass(HoldPoint::PromoWriteOpen, account.account_id)
+        .await;
     let batch_row_id: i64 = sqlx::query_scalar(
         "INSERT INTO promo_batches (batch_id, order_public_id, account_id, plan_id, code_count, \
          redemptions_per_code, codes_expire_utc, created_utc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
