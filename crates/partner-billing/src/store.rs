@@ -69,6 +69,18 @@ impl Store {
         self
     }
 
+    /// Has `observer` told the action (`api_key.revoked`, …) of every audit entry once its
+    /// transaction has committed, e.g. to count them in a metric.
+    pub fn observe_audit_entries(&self, observer: impl Fn(&'static str) + Send + Sync + 'static) {
+        self.runtime
+            .audit_observer
+            .set(std::sync::Arc::new(observer));
+    }
+
+    pub(crate) fn audit_observed(&self, action: crate::audit::Action) {
+        self.runtime.audit_observer.observe(action.as_str());
+    }
+
     /// The webhook delivery schedule and URL rule.
     pub fn webhook_settings(&self) -> &WebhookSettings {
         &self.runtime.webhooks

@@ -24,12 +24,14 @@ macro_rules! redacted_debug {
     };
 }
 
+mod audit;
 mod panel;
 mod problem;
 mod product;
 mod roll;
 mod webhooks;
 
+pub use audit::{AuditEntry, AuditEntryList};
 pub use panel::{
     ApiKeyInfo, ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey,
     ResellerAccount, Session, SessionRequest,

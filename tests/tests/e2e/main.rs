@@ -2,11 +2,14 @@
 //! `PARTNER_BILLING_TEST_POSTGRES_URL`) PostgreSQL.
 
 mod abuse;
+mod audit_trail;
+mod audit_trail_rules;
 mod auth;
 mod browser;
 mod cli;
 mod concurrency;
 mod contract;
+mod corrections;
 mod crash;
 mod hygiene;
 mod isolation;
