@@ -21,6 +21,7 @@ mod panel;
 mod partner;
 mod problem;
 mod product;
+mod reads;
 pub mod request_id;
 mod route;
 mod serve;
@@ -74,6 +75,7 @@ pub enum ApiTags {
 
 type Apis = (
     partner::PartnerApi,
+    reads::ReadsApi,
     panel::PanelApi,
     product::ProductApi,
     health::HealthApi,
@@ -99,6 +101,7 @@ fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
         (
             partner::PartnerApi,
+            reads::ReadsApi,
             panel::PanelApi,
             product::ProductApi,
             health::HealthApi,

@@ -63,7 +63,7 @@ async fn issue_license_once(
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
     let scope = Scope::Account(account.account_id);
-    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let claim = idempotency::claim_for(store, scope, &request.idempotency_key, "license")?;
     if store.group_commit() {
         let outcome = group::issue(store, account, request).await;
         drop(claim);
