@@ -22,6 +22,7 @@ mod panel;
 mod partner;
 mod problem;
 mod product;
+mod reads;
 pub mod request_id;
 mod route;
 mod serve;
@@ -75,6 +76,7 @@ pub enum ApiTags {
 
 type Apis = (
     partner::PartnerApi,
+    reads::ReadsApi,
     panel::PanelApi,
     product::ProductApi,
     health::HealthApi,
@@ -100,6 +102,7 @@ fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
         (
             partner::PartnerApi,
+            reads::ReadsApi,
             panel::PanelApi,
             product::ProductApi,
             health::HealthApi,

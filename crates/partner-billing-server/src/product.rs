@@ -84,7 +84,8 @@ impl ProductApi {
     /// its batch was generated: redemption charges nothing. The code is normalised first (case,
     /// spaces and hyphens ignored, `I`/`L` read as `1`, `O` as `0`). An unknown code and input
     /// that is not a code get the same 404 `Promo.CodeNotFound`. Past the batch's validity: 410
-    /// `Promo.CodeExpired`; redemptions used up: 409 `Promo.CodeExhausted`; the same login
+    /// `Promo.CodeExpired`; voided by its reseller (the code or its batch): 410
+    /// `Promo.CodeVoided`; redemptions used up: 409 `Promo.CodeExhausted`; the same login
     /// again: 409 `Promo.AlreadyRedeemed`. Failed redemptions are limited per login (10 a
     /// minute): then 429 `Promo.TooManyAttempts` with `Retry-After`. `idempotencyKey` makes
     /// retries safe: the same key with the same request returns the same license.

@@ -167,4 +167,19 @@ impl Store {
     pub(crate) fn claim_in_flight(&self, entry: String) -> Result<InFlightGuard> {
         self.runtime.in_flight.claim(entry)
     }
+
+    /// [`claim_in_flight`](Self::claim_in_flight), saying which operation runs under the key
+    /// (what the request lookup reports while it runs).
+    pub(crate) fn claim_in_flight_for(
+        &self,
+        entry: String,
+        operation: &'static str,
+    ) -> Result<InFlightGuard> {
+        self.runtime.in_flight.claim_for(entry, operation)
+    }
+
+    /// The operation a request of this process runs under a scoped key, if one is.
+    pub(crate) fn in_flight_operation(&self, entry: &str) -> Option<&'static str> {
+        self.runtime.in_flight.operation_of(entry)
+    }
 }

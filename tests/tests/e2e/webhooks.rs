@@ -30,7 +30,7 @@ both_databases!(
     a_rolled_key_sends_expired_once_its_grace_ends,
 );
 
-const ALL_TYPES: [&str; 11] = partner_billing::wire::WEBHOOK_EVENT_TYPES;
+const ALL_TYPES: &[&str] = &partner_billing::wire::WEBHOOK_EVENT_TYPES;
 
 async fn panel(app: &TestApp, r: &Reseller) -> PanelClient {
     let mut panel = PanelClient::new(&app.base_url).unwrap();
@@ -445,7 +445,7 @@ async fn every_write_path_sends_its_event(db: Db) {
     app.user("alice").await;
     app.user("bob").await;
     let r = app.reseller().await;
-    let (receiver, panel, endpoint) = subscribe(&app, &r, &ALL_TYPES).await;
+    let (receiver, panel, endpoint) = subscribe(&app, &r, ALL_TYPES).await;
     app.credit(&r, "pro", 10).await;
     let client = partner(&app, &r);
     let license = client

@@ -18,6 +18,7 @@ mod overview;
 mod promo_batches;
 mod session;
 mod settings;
+mod usage;
 mod webhooks;
 
 use std::collections::BTreeMap;
@@ -95,6 +96,18 @@ pub fn panel_routes() -> Vec<PanelRoute> {
         route(Method::GET, "/ledger", SignedIn, ledger::page),
         route(Method::GET, "/ledger.csv", SignedIn, ledger::csv),
         route(Method::GET, "/promo-batches", SignedIn, promo_batches::page),
+        route(
+            Method::GET,
+            "/promo-batches/:batch_id/void",
+            SignedIn,
+            promo_batches::confirm_void,
+        ),
+        route(
+            Method::POST,
+            "/promo-batches/:batch_id/void",
+            SignedIn,
+            promo_batches::void,
+        ),
         route(Method::GET, "/licenses", SignedIn, licenses::page),
         route(Method::GET, "/webhooks", SignedIn, webhooks::page),
         route(Method::POST, "/webhooks", SignedIn, webhooks::create),

@@ -116,7 +116,7 @@ pub async fn generate_promo_batch(
     let count = request.count.to_string();
     let fingerprint = Fingerprint::new("promo_batch", &[request.plan.as_str(), &count]);
     let scope = Scope::Account(account.account_id);
-    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let claim = idempotency::claim_for(store, scope, &request.idempotency_key, "promo_batch")?;
     let _permit = store.promo_permit(account.account_id).await?;
     let keyed = KeyedRequest {
         scope,
