@@ -70,6 +70,18 @@ pub enum Error {
     /// Too much work of one kind is queued (password hashing); retry later.
     #[error("too busy")]
     Overloaded,
+    /// No license of this account has this id.
+    #[error("license not found")]
+    LicenseNotFound,
+    /// This account has no record of a request with this idempotency key.
+    #[error("request not found")]
+    RequestNotFound,
+    /// No promo batch of this account has this id.
+    #[error("promo batch not found")]
+    PromoBatchNotFound,
+    /// The code, or its batch, was voided by its reseller.
+    #[error("promo code voided")]
+    CodeVoided,
     /// An operator command named something that does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -108,6 +120,10 @@ impl Error {
             Self::AlreadyRedeemed => ErrorCode::AlreadyRedeemed,
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::LicenseNotFound => ErrorCode::LicenseNotFound,
+            Self::RequestNotFound => ErrorCode::RequestNotFound,
+            Self::PromoBatchNotFound => ErrorCode::PromoBatchNotFound,
+            Self::CodeVoided => ErrorCode::CodeVoided,
             Self::Unavailable(_) | Self::Overloaded => ErrorCode::ServiceUnavailable,
             Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
                 ErrorCode::InternalError

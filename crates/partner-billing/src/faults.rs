@@ -26,6 +26,9 @@ pub enum FaultPoint {
     /// Makes the batch's first code hash one that another batch already holds, as an 80-bit
     /// collision would: the code must be redrawn, not the batch failed.
     CodeCollision,
+    /// Fails a change's transaction right after its audit entry is written, as a database
+    /// error would: neither the change nor the entry may remain.
+    AfterAuditEntry,
 }
 
 /// Points at which a test can hold work in place, while it checks what else goes on
