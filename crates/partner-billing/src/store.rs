@@ -17,8 +17,10 @@ use crate::runtime::{Capacity, InFlightGuard, PromoPermit, Runtime, WebhookSetti
 pub use crate::db::{Backend, Tx};
 #[cfg(feature = "fault-injection")]
 pub use crate::faults::CRASH_AT_ENV;
+#[cfg(feature = "fault-injection")]
+pub use crate::faults::Hold;
 pub(crate) use crate::faults::crash_point;
-pub use crate::faults::{CrashPoint, FaultPoint};
+pub use crate::faults::{CrashPoint, FaultPoint, HoldPoint};
 pub use crate::runtime::PROMO_BATCHES_PER_ACCOUNT;
 
 /// The database and the process's runtime context. Cheap to clone; every clone shares the
@@ -115,6 +117,19 @@ impl Store {
     #[cfg(feature = "fault-injection")]
     pub fn inject_fault(&self, point: FaultPoint) {
         self.runtime.faults.inject(point);
+    }
+
+    /// Holds every later arrival at `point` for `subject` (an account id) until the returned
+    /// hold is released or dropped.
+    #[cfg(feature = "fault-injection")]
+    pub fn hold(&self, point: HoldPoint, subject: i64) -> Hold {
+        self.runtime.faults.hold(point, subject)
+    }
+
+    /// Waits while a test holds `point` for `subject`; returns at once without feature
+    /// `fault-injection`.
+    pub(crate) async fn pass(&self, point: HoldPoint, subject: i64) {
+        self.runtime.faults.pass(point, subject).await;
     }
 
     /// Whether a fault is armed at `point`; consumes it. Always `false` without feature
