@@ -53,6 +53,10 @@ pub enum LicenseCommand {
         #[command(flatten)]
         auth: ClientIdOpt,
     },
+    /// Lists the account's licenses, newest first, one page at a time.
+    List(crate::reads::LicenseListArgs),
+    /// Shows one of the account's licenses.
+    Show(crate::reads::LicenseShowArgs),
 }
 
 /// The API key: the client id from `--client-id` / `PARTNER_BILLING_CLIENT_ID`, the secret
@@ -110,12 +114,16 @@ pub(crate) fn write_failure(
 }
 
 pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
-    let LicenseCommand::Issue {
-        plan,
-        login,
-        idempotency_key,
-        auth,
-    } = cmd;
+    let (plan, login, idempotency_key, auth) = match cmd {
+        LicenseCommand::Issue {
+            plan,
+            login,
+            idempotency_key,
+            auth,
+        } => (plan, login, idempotency_key, auth),
+        LicenseCommand::List(args) => return crate::reads::license_list(base_url, args, out).await,
+        LicenseCommand::Show(args) => return crate::reads::license_show(base_url, args, out).await,
+    };
     let client = client(base_url, auth)?;
     // Chosen here, not in the SDK, so that a failed run can print it for the retry.
     let key = idempotency_key.unwrap_or_else(IdempotencyKey::generate);

@@ -112,6 +112,18 @@ pub enum Error {
     /// `500 Internal.Error`: anything else went wrong on the server; the outcome is unknown.
     #[error("Internal.Error: {}", problem.detail)]
     InternalError { problem: Box<Problem> },
+    /// `404 License.NotFound`: no license of this account has this id.
+    #[error("License.NotFound: {}", problem.detail)]
+    LicenseNotFound { problem: Box<Problem> },
+    /// `404 Reseller.RequestNotFound`: no record of a request with this idempotency key.
+    #[error("Reseller.RequestNotFound: {}", problem.detail)]
+    RequestNotFound { problem: Box<Problem> },
+    /// `404 Reseller.PromoBatchNotFound`: no promo batch of this account has this id.
+    #[error("Reseller.PromoBatchNotFound: {}", problem.detail)]
+    PromoBatchNotFound { problem: Box<Problem> },
+    /// `410 Promo.CodeVoided`: the code, or its batch, was voided by its reseller.
+    #[error("Promo.CodeVoided: {}", problem.detail)]
+    CodeVoided { problem: Box<Problem> },
     /// A problem body whose `code` this version of the SDK does not know (a newer server).
     #[error("{} (HTTP {}): {}", problem.code, problem.status, problem.detail)]
     UnrecognizedProblem { problem: Box<Problem> },
@@ -186,6 +198,10 @@ impl Error {
                 retry_after,
             },
             ErrorCode::InternalError => Self::InternalError { problem },
+            ErrorCode::LicenseNotFound => Self::LicenseNotFound { problem },
+            ErrorCode::RequestNotFound => Self::RequestNotFound { problem },
+            ErrorCode::PromoBatchNotFound => Self::PromoBatchNotFound { problem },
+            ErrorCode::CodeVoided => Self::CodeVoided { problem },
         }
     }
 
@@ -216,6 +232,10 @@ impl Error {
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::ServiceUnavailable { .. } => ErrorCode::ServiceUnavailable,
             Self::InternalError { .. } => ErrorCode::InternalError,
+            Self::LicenseNotFound { .. } => ErrorCode::LicenseNotFound,
+            Self::RequestNotFound { .. } => ErrorCode::RequestNotFound,
+            Self::PromoBatchNotFound { .. } => ErrorCode::PromoBatchNotFound,
+            Self::CodeVoided { .. } => ErrorCode::CodeVoided,
             Self::UnrecognizedProblem { .. }
             | Self::Unauthorized
             | Self::Transport(_)
@@ -252,6 +272,10 @@ impl Error {
             | Self::RateLimited { problem, .. }
             | Self::ServiceUnavailable { problem, .. }
             | Self::InternalError { problem }
+            | Self::LicenseNotFound { problem }
+            | Self::RequestNotFound { problem }
+            | Self::PromoBatchNotFound { problem }
+            | Self::CodeVoided { problem }
             | Self::UnrecognizedProblem { problem } => Some(problem),
             Self::Unauthorized
             | Self::Transport(_)

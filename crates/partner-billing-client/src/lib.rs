@@ -67,6 +67,7 @@ mod http;
 mod panel;
 mod partner;
 mod product;
+mod reads;
 mod response;
 mod retry;
 mod webhooks;
@@ -76,6 +77,7 @@ pub use error::{Error, Result};
 pub use panel::PanelClient;
 pub use partner::{Issued, MAX_PROMO_BATCH_COUNT, PartnerClient};
 pub use product::{ProductClient, Registration};
+pub use reads::{LedgerQuery, LicenseQuery, PageQuery};
 pub use retry::RetryPolicy;
 pub use webhooks::{WebhookVerifyError, verify_webhook, verify_webhook_at};
 
@@ -87,4 +89,8 @@ pub use partner_billing::wire::{
 pub use partner_billing::wire::{
     CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES, WebhookDelivery,
     WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEvent,
+};
+pub use partner_billing::wire::{
+    LedgerEntryRecord, LedgerPage, LicenseList, LicenseRecord, PromoBatchList, PromoBatchSummary,
+    RequestStatus, VoidPromoCodesResult,
 };

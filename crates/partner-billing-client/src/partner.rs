@@ -229,11 +229,25 @@ impl PartnerClient {
 
     /// One call to a partner endpoint, retried within the policy.
     async fn send(&self, method: Method, endpoint: &str, body: Option<Vec<u8>>) -> Result<Reply> {
-        let path = [PARTNER[0], PARTNER[1], PARTNER[2], endpoint];
+        self.send_to(method, &[endpoint], Vec::new(), body).await
+    }
+
+    /// One call to the partner endpoint at the path segments `endpoint` (each percent-encoded
+    /// on its own) with a query, retried within the policy.
+    pub(crate) async fn send_to(
+        &self,
+        method: Method,
+        endpoint: &[&str],
+        query: Vec<(&'static str, String)>,
+        body: Option<Vec<u8>>,
+    ) -> Result<Reply> {
+        let mut path = PARTNER.to_vec();
+        path.extend_from_slice(endpoint);
         let sensitive = self.sensitive();
         let call = Call {
             method,
             path: &path,
+            query,
             headers: self.auth_headers.clone(),
             body,
             resend: Resend::WhenRetryable,
@@ -243,7 +257,7 @@ impl PartnerClient {
     }
 
     /// Values no error may quote.
-    fn sensitive(&self) -> [&str; 1] {
+    pub(crate) fn sensitive(&self) -> [&str; 1] {
         [self.credentials.secret.expose()]
     }
 }

@@ -173,6 +173,22 @@ impl From<Error> for ApiError {
                 }
                 error
             }
+            Error::LicenseNotFound => Self::new(
+                ErrorCode::LicenseNotFound,
+                "No license of this account has this id.",
+            ),
+            Error::RequestNotFound => Self::new(
+                ErrorCode::RequestNotFound,
+                "This account has no record of a request with this idempotency key.",
+            ),
+            Error::PromoBatchNotFound => Self::new(
+                ErrorCode::PromoBatchNotFound,
+                "No promo batch of this account has this id.",
+            ),
+            Error::CodeVoided => Self::new(
+                ErrorCode::CodeVoided,
+                "This promo code was voided by the reseller that bought it.",
+            ),
             Error::Overloaded => Self::new(
                 ErrorCode::ServiceUnavailable,
                 "Too many requests of this kind are waiting; retry shortly.",

@@ -48,6 +48,13 @@ pub enum EventData {
         login: String,
         license_id: String,
     },
+    /// A reseller voided a whole promo batch: none of its codes redeems any more.
+    PromoBatchVoided {
+        batch_id: String,
+        order_public_id: String,
+        product_slug: String,
+        voided_utc: i64,
+    },
     ApiKeyCreated {
         api_key_id: String,
         name: Option<String>,
@@ -80,6 +87,7 @@ impl EventData {
             Self::LicenseIssued { .. } => "license.issued",
             Self::PromoBatchGenerated { .. } => "promo_batch.generated",
             Self::PromoCodeRedeemed { .. } => "promo_code.redeemed",
+            Self::PromoBatchVoided { .. } => "promo_batch.voided",
             Self::ApiKeyCreated { .. } => "api_key.created",
             Self::ApiKeyRevoked { .. } => "api_key.revoked",
             Self::ApiKeyExpired { .. } => "api_key.expired",
@@ -122,6 +130,17 @@ impl EventData {
                 "productSlug": product_slug,
                 "login": login,
                 "remainingBalance": remaining_balance,
+            }),
+            Self::PromoBatchVoided {
+                batch_id,
+                order_public_id,
+                product_slug,
+                voided_utc,
+            } => json!({
+                "batchId": batch_id,
+                "orderPublicId": order_public_id,
+                "productSlug": product_slug,
+                "voidedUtc": voided_utc,
             }),
             Self::PromoBatchGenerated {
                 order_public_id,

@@ -64,7 +64,7 @@ pub(crate) enum Scope<'a> {
 
 impl Scope<'_> {
     /// The key as one string, for the in-process registry and the PostgreSQL advisory lock.
-    fn lock_name(self, key: &IdempotencyKey) -> String {
+    pub(crate) fn lock_name(self, key: &IdempotencyKey) -> String {
         match self {
             Self::Account(account_id) => format!("account:{account_id}:{}", key.as_str()),
             Self::Operator(scope) => format!("operator:{scope}:{}", key.as_str()),
@@ -124,6 +124,19 @@ pub(crate) struct Claim {
 pub(crate) fn claim(store: &Store, scope: Scope<'_>, key: &IdempotencyKey) -> Result<Claim> {
     Ok(Claim {
         _in_flight: store.claim_in_flight(scope.lock_name(key))?,
+    })
+}
+
+/// [`claim`], naming the operation (`license`, `promo_batch`) that the request lookup reports
+/// while the request runs.
+pub(crate) fn claim_for(
+    store: &Store,
+    scope: Scope<'_>,
+    key: &IdempotencyKey,
+    operation: &'static str,
+) -> Result<Claim> {
+    Ok(Claim {
+        _in_flight: store.claim_in_flight_for(scope.lock_name(key), operation)?,
     })
 }
 

@@ -62,7 +62,7 @@ async fn issue_license_once(
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
     let scope = Scope::Account(account.account_id);
-    let _claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let _claim = idempotency::claim_for(store, scope, &request.idempotency_key, "license")?;
     group::issue(store, account, request).await
 }
 

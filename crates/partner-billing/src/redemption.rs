@@ -74,7 +74,11 @@ impl fmt::Debug for RedeemPromoCode {
 fn is_failed_guess(err: &Error) -> bool {
     matches!(
         err,
-        Error::CodeNotFound | Error::CodeExpired | Error::CodeExhausted | Error::AlreadyRedeemed
+        Error::CodeNotFound
+            | Error::CodeExpired
+            | Error::CodeVoided
+            | Error::CodeExhausted
+            | Error::AlreadyRedeemed
     )
 }
 
@@ -83,7 +87,8 @@ fn is_failed_guess(err: &Error) -> bool {
 ///
 /// Answers, besides the license: [`Error::UnknownLogin`], [`Error::TooManyAttempts`] (checked
 /// before the code), [`Error::CodeNotFound`] (unknown or malformed), [`Error::CodeExpired`],
-/// [`Error::AlreadyRedeemed`], [`Error::CodeExhausted`]. The same idempotency key with the same
+/// [`Error::AlreadyRedeemed`], [`Error::CodeExhausted`], [`Error::CodeVoided`] (its reseller
+/// withdrew the code or its batch; counted as a failed attempt, like an expired code). The same idempotency key with the same
 /// request replays the license; with another request it is [`Error::IdempotencyKeyReused`].
 pub async fn redeem_promo_code(
     store: &Store,
@@ -145,12 +150,15 @@ struct CodeRow {
     plan_id: PlanId,
     plan_slug: String,
     duration_days: Option<i64>,
+    /// When the batch or the code was voided by its reseller; `None` while neither is.
+    voided_utc: Option<i64>,
 }
 
 async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
     sqlx::query_as(
         "SELECT b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
-         a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days \
+         a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days, \
+         COALESCE(b.voided_utc, c.voided_utc) AS voided_utc \
          FROM promo_codes c JOIN promo_batches b ON b.id = c.batch_row_id \
          JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
          WHERE c.code_hash = $1",
@@ -222,6 +230,9 @@ async fn grant_license(
     let now = write.now_utc();
     let tx = write.tx();
     let code = find_code(tx, code_hash).await?;
+    if code.voided_utc.is_some() {
+        return Err(Error::CodeVoided);
+    }
     if now > code.codes_expire_utc {
         return Err(Error::CodeExpired);
     }

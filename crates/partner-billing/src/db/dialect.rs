@@ -102,3 +102,47 @@ pub(crate) fn lease_due_messages(backend: Backend) -> &'static str {
         Backend::Sqlite => lease_select!(),
     }
 }
+
+/// Whether a transaction of another connection holds the lock [`try_lock_name`] takes on
+/// `name`, read without taking it. PostgreSQL: the advisory lock in `pg_locks` (its 64-bit key
+/// is split in `classid`, the high half, and `objid`); SQLite: `false`, its locks are never
+/// held past one write transaction of this process.
+pub(crate) async fn name_locked(
+    backend: Backend,
+    pool: &sqlx::AnyPool,
+    name: &str,
+) -> Result<bool> {
+    match backend {
+        Backend::Sqlite => Ok(false),
+        Backend::Postgres => Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND objsubid = 1 \
+             AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))",
+        )
+        .bind(name)
+        .fetch_one(pool)
+        .await?),
+    }
+}
+
+/// The condition that keeps the ledger's change feed from handing out an entry before every
+/// entry that could sort before it has committed (alias `l` for `ledger_entries`). PostgreSQL:
+/// only entries of transactions older than every transaction still running; SQLite: none, its
+/// one writer commits entries in id order.
+pub(crate) fn ledger_feed_settled(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => {
+            " AND l.commit_xact < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+        }
+    }
+}
+
+/// The text elements of the JSON array bound as parameter `$n`, as a subquery for `IN`:
+/// `json_each` on SQLite, `json_array_elements_text` on PostgreSQL.
+pub(crate) fn json_text_elements(backend: Backend, n: usize) -> String {
+    match backend {
+        Backend::Sqlite => format!("(SELECT value FROM json_each(${n}))"),
+        Backend::Postgres => format!("(SELECT json_array_elements_text(${n}::json))"),
+    }
+}

@@ -67,6 +67,9 @@ struct Pending {
     /// key, so that a reused key is told so whatever its new body names.
     plan: Option<PlanRow>,
     reply: oneshot::Sender<Result<Outcome<License>>>,
+    /// The request's span (its request id): the group's lines about this request are
+    /// written inside it, though the group runs in a task of its own.
+    span: tracing::Span,
 }
 
 /// The queues of the lanes that have a committer running. A lane is in the map exactly
@@ -131,6 +134,7 @@ pub(crate) async fn issue(
         request,
         plan,
         reply,
+        span: tracing::Span::current(),
     };
     // A task of its own either way: the transaction finishes even if this caller goes away.
     if store.group_commit() {

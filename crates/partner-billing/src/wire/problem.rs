@@ -65,11 +65,15 @@ pub enum ErrorCode {
     RateLimited,
     ServiceUnavailable,
     InternalError,
+    LicenseNotFound,
+    RequestNotFound,
+    PromoBatchNotFound,
+    CodeVoided,
 }
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 29] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -95,6 +99,10 @@ impl ErrorCode {
         Self::RateLimited,
         Self::ServiceUnavailable,
         Self::InternalError,
+        Self::LicenseNotFound,
+        Self::RequestNotFound,
+        Self::PromoBatchNotFound,
+        Self::CodeVoided,
     ];
 
     /// The code as it appears in the `code` member.
@@ -125,6 +133,10 @@ impl ErrorCode {
             Self::RateLimited => "Request.RateLimited",
             Self::ServiceUnavailable => "Service.Unavailable",
             Self::InternalError => "Internal.Error",
+            Self::LicenseNotFound => "License.NotFound",
+            Self::RequestNotFound => "Reseller.RequestNotFound",
+            Self::PromoBatchNotFound => "Reseller.PromoBatchNotFound",
+            Self::CodeVoided => "Promo.CodeVoided",
         }
     }
 
@@ -148,8 +160,13 @@ impl ErrorCode {
             | Self::WebhookEndpointLimitReached
             | Self::CodeExhausted
             | Self::AlreadyRedeemed => 409,
-            Self::ApiKeyNotFound | Self::WebhookEndpointNotFound | Self::CodeNotFound => 404,
-            Self::PromoCodesExpired | Self::CodeExpired => 410,
+            Self::ApiKeyNotFound
+            | Self::WebhookEndpointNotFound
+            | Self::CodeNotFound
+            | Self::LicenseNotFound
+            | Self::RequestNotFound
+            | Self::PromoBatchNotFound => 404,
+            Self::PromoCodesExpired | Self::CodeExpired | Self::CodeVoided => 410,
             Self::PromoGenerationFailed | Self::InternalError => 500,
             Self::TooManyAttempts | Self::RateLimited => 429,
             Self::ServiceUnavailable => 503,
@@ -184,6 +201,10 @@ impl ErrorCode {
             Self::RateLimited => "Too many attempts",
             Self::ServiceUnavailable => "Service unavailable",
             Self::InternalError => "Internal error",
+            Self::LicenseNotFound => "License not found",
+            Self::RequestNotFound => "No request with this idempotency key",
+            Self::PromoBatchNotFound => "Promo batch not found",
+            Self::CodeVoided => "Promo code voided",
         }
     }
 
@@ -250,6 +271,19 @@ impl ErrorCode {
             }
             Self::InternalError => {
                 "An unexpected error; the outcome is unknown: retry with the same idempotency key."
+            }
+            Self::LicenseNotFound => {
+                "No license of this account has this id (unknown, malformed or another account's)."
+            }
+            Self::RequestNotFound => {
+                "This account has no record of a request with this idempotency key: it never \
+                 arrived, or it changed nothing (refusals are not recorded)."
+            }
+            Self::PromoBatchNotFound => {
+                "No promo batch of this account has this id (unknown or another account's)."
+            }
+            Self::CodeVoided => {
+                "The promo code, or its whole batch, was voided by the reseller that bought it."
             }
         }
     }

@@ -6,12 +6,13 @@ use serde::{Deserialize, Serialize};
 use poem_openapi::Object;
 
 /// Every event type an endpoint can subscribe to.
-pub const WEBHOOK_EVENT_TYPES: [&str; 11] = [
+pub const WEBHOOK_EVENT_TYPES: [&str; 12] = [
     "balance.low",
     "balance.credited",
     "license.issued",
     "promo_batch.generated",
     "promo_code.redeemed",
+    "promo_batch.voided",
     "api_key.created",
     "api_key.revoked",
     "api_key.expired",
