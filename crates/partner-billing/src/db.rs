@@ -47,6 +47,10 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
 const SQLITE_CONNECTIONS: u32 = 4;
 
+/// PostgreSQL connections: the one setting the process's concurrency limits derive from
+/// (`runtime::Capacity`).
+const POSTGRES_CONNECTIONS: u32 = 16;
+
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 
@@ -120,7 +124,7 @@ impl Db {
             }
             Backend::Postgres => {
                 pool_options
-                    .max_connections(16)
+                    .max_connections(POSTGRES_CONNECTIONS)
                     .connect_with(options)
                     .await?
             }
@@ -138,6 +142,20 @@ impl Db {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The most connections the pool opens.
+    pub fn max_connections(&self) -> u32 {
+        match self.backend {
+            Backend::Sqlite => SQLITE_CONNECTIONS,
+            Backend::Postgres => POSTGRES_CONNECTIONS,
+        }
+    }
+
+    /// Whether the database runs writers side by side (PostgreSQL) rather than one at a time
+    /// (SQLite, whose write transactions take one lock).
+    pub fn parallel_writers(&self) -> bool {
+        self.backend == Backend::Postgres
     }
 
     /// The pool, for reads that need no transaction.

@@ -187,14 +187,19 @@ pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList>
 pub async fn revoke_api_key(store: &Store, account_id: i64, api_key_id: &str) -> Result<()> {
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
-    let key: Option<(String, Option<String>)> = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct KeyRow {
+        status: String,
+        name: Option<String>,
+    }
+    let key: Option<KeyRow> = sqlx::query_as(
         "SELECT status, name FROM api_keys WHERE api_key_id = $1 AND account_id = $2",
     )
     .bind(api_key_id)
     .bind(account_id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((status, name)) = key else {
+    let Some(KeyRow { status, name }) = key else {
         return Err(Error::ApiKeyNotFound);
     };
     // Only the move from active to revoked is an event; revoking again changes nothing.
@@ -368,7 +373,13 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
         return Ok(0);
     }
     let mut tx = store.begin_write().await?;
-    let rows: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct ExpiredKey {
+        account_id: i64,
+        api_key_id: String,
+        name: Option<String>,
+    }
+    let rows: Vec<ExpiredKey> = sqlx::query_as(
         "UPDATE api_keys SET expiry_event_utc = $1 WHERE status = 'active' \
          AND expires_utc <= $1 AND expiry_event_utc IS NULL \
          RETURNING account_id, api_key_id, name",
@@ -377,7 +388,12 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
     .fetch_all(&mut *tx)
     .await?;
     let expired = rows.len() as u64;
-    for (account_id, api_key_id, name) in rows {
+    for ExpiredKey {
+        account_id,
+        api_key_id,
+        name,
+    } in rows
+    {
         crate::events::record(
             store,
             &mut tx,

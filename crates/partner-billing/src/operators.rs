@@ -149,7 +149,17 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
     if !token.has_shape(SecretKind::OperatorToken) {
         return Err(Error::Unauthorized);
     }
-    let (token_id, name, last_used_utc): (i64, String, Option<i64>) = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct TokenRow {
+        id: i64,
+        name: String,
+        last_used_utc: Option<i64>,
+    }
+    let TokenRow {
+        id: token_id,
+        name,
+        last_used_utc,
+    } = sqlx::query_as(
         "SELECT id, name, last_used_utc FROM operator_tokens \
          WHERE token_hash = $1 AND status = 'active'",
     )

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::db::{Tx, json_param};
+use crate::db::Tx;
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
@@ -221,65 +221,39 @@ pub(crate) struct GroupDebit<'a> {
     pub reference: &'a str,
 }
 
+/// A ledger entry of a group's debit, by column name, as the group's statements take it (a
+/// JSON object per entry; the kind and the time are the statement's own parameters).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct LedgerRow<'a> {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub delta: i64,
+    pub balance_after: i64,
+    pub actor: &'a str,
+    pub reference: &'a str,
+}
+
 impl<'a> GroupDebit<'a> {
-    /// Its ledger entry as the group statements take it: account, plan, delta, balance after,
-    /// actor, reference.
-    pub(crate) fn ledger_row(&self) -> (i64, i64, i64, i64, &'a str, &'a str) {
-        (
-            self.account_id,
-            self.plan_id,
-            -self.units,
-            self.balance_after,
-            self.actor,
-            self.reference,
-        )
+    /// Its ledger entry.
+    pub(crate) fn ledger_row(&self) -> LedgerRow<'a> {
+        LedgerRow {
+            account_id: self.account_id,
+            plan_id: self.plan_id,
+            delta: -self.units,
+            balance_after: self.balance_after,
+            actor: self.actor,
+            reference: self.reference,
+        }
     }
 }
 
-/// The set-oriented [`debit`] of a group transaction, for balances it read and locked: one
-/// statement sets every debited balance to what its debits leave (each row only if it still
-/// holds what was read), one statement appends every ledger entry. `balances` holds (account,
-/// plan, before, after); the caller has checked that each debit is covered. SQLite's group
-/// runs it; PostgreSQL's writes the same rows in its one statement (`licenses/group`).
-pub(crate) async fn debit_many(
-    tx: &mut Tx,
-    balances: &[(i64, i64, i64, i64)],
-    debits: &[GroupDebit<'_>],
-    kind: EntryKind,
-    now_utc: i64,
-) -> Result<()> {
-    if debits.is_empty() {
-        return Ok(());
-    }
-    let sql = "UPDATE balances SET remaining = j.new_remaining FROM \
-             (SELECT json_extract(value, '$[0]') AS account_id, json_extract(value, '$[1]') AS plan_id, \
-             json_extract(value, '$[2]') AS old_remaining, json_extract(value, '$[3]') AS new_remaining \
-             FROM json_each($1)) AS j \
-             WHERE balances.account_id = j.account_id AND balances.plan_id = j.plan_id \
-             AND balances.remaining = j.old_remaining";
-    let updated = sqlx::query(sql)
-        .bind(json_param(balances)?)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-    if usize::try_from(updated).ok() != Some(balances.len()) {
-        return Err(Error::Internal(
-            "a locked balance changed under its group transaction".to_owned(),
-        ));
-    }
-    let entries: Vec<_> = debits.iter().map(GroupDebit::ledger_row).collect();
-    let sql = "INSERT INTO ledger_entries \
-             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), $2, \
-             json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
-             NULL, json_extract(value, '$[5]'), $3 FROM json_each($1) ORDER BY key";
-    sqlx::query(sql)
-        .bind(json_param(&entries)?)
-        .bind(kind.as_str())
-        .bind(now_utc)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+/// A balance a group debits: set to `after` only where it still holds `before`, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub(crate) struct BalanceChange {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub before: i64,
+    pub after: i64,
 }
 
 /// Every plan ever credited to the account, zero included, sorted by slug.

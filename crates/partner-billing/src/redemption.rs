@@ -14,9 +14,9 @@ use uuid::Uuid;
 use crate::db::{Tx, is_unique_violation};
 use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
+use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::operators::OperatorIdentity;
-use crate::plans::license_expiry;
+use crate::plans::{find_user, license_expiry};
 use crate::promo::normalize_code;
 use crate::store::Store;
 use crate::throttle;
@@ -95,17 +95,17 @@ pub async fn redeem_promo_code(
     operator: &OperatorIdentity,
     request: RedeemPromoCode,
 ) -> Result<Outcome<RedeemedLicense>> {
-    let user_id: UserId = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
-        .bind(request.login.as_str())
-        .fetch_optional(store.pool())
-        .await?
-        .ok_or(Error::UnknownLogin)?;
-    // A retry of a redemption that happened is answered from its record before any attempt
-    // limit is consulted (docs/security.md): it guesses nothing.
+    // The key first: a retry of a redemption that happened is answered from its record (and a
+    // key reused for another request is refused) before the login is looked up and before any
+    // attempt limit is consulted (docs/security.md): it guesses nothing.
     let owner = operator.idempotency_scope();
     if idempotency::has_outcome(store, Scope::Operator(&owner), &request.idempotency_key).await? {
-        return redeem_reserved(store, operator, &request, user_id).await;
+        return redeem_reserved(store, operator, &request, None).await;
     }
+    let user_id = {
+        let mut conn = store.pool().acquire().await?;
+        find_user(&mut conn, &request.login).await?
+    };
     let attempt = attempts::reserve(store, user_id).await?;
     // Failed guesses are bounded per operator token too, so spreading them over many logins
     // does not multiply the limit.
@@ -124,7 +124,7 @@ pub async fn redeem_promo_code(
                 });
             }
         };
-    let result = redeem_reserved(store, operator, &request, user_id).await;
+    let result = redeem_reserved(store, operator, &request, Some(user_id)).await;
     match &result {
         Err(err) if is_failed_guess(err) => {
             tracing::info!(operator = %operator.name, outcome = %err, "promo redemption refused");
@@ -174,7 +174,7 @@ async fn redeem_reserved(
     store: &Store,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
-    user_id: UserId,
+    user_id: Option<UserId>,
 ) -> Result<Outcome<RedeemedLicense>> {
     let code_hash = store.master_key()?.code_hash(&request.lookup_text());
     // The fingerprint holds the code's HMAC, never the code.
@@ -190,11 +190,19 @@ async fn redeem_reserved(
         key: &request.idempotency_key,
         fingerprint: &fingerprint,
     };
-    let mut write = match idempotency::begin_keyed(store, &claim, keyed).await? {
-        Started::Replay(body) => return idempotency::replayed(&body),
-        Started::Fresh(write) => write,
+    let mut write = match idempotency::start(store, &claim, keyed).await? {
+        Keyed::Replay(body) => return idempotency::replayed(&body),
+        Keyed::Fresh(write) => write,
     };
-    let granted = grant_license(store, &mut write, operator, request, user_id, &code_hash).await;
+    let granted = async {
+        // Looked up here, after the key, when the key had a record before the attempt count.
+        let user_id = match user_id {
+            Some(user_id) => user_id,
+            None => find_user(write.tx(), &request.login).await?,
+        };
+        grant_license(store, &mut write, operator, request, user_id, &code_hash).await
+    }
+    .await;
     let license = write.commit(granted).await?;
     tracing::info!(
         operator = %operator.name,

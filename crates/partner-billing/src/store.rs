@@ -12,10 +12,7 @@ use crate::clock::Clock;
 use crate::crypto::MasterKey;
 use crate::db::Db;
 use crate::error::Result;
-use crate::runtime::{
-    InFlightGuard, POSTGRES_PROMO_BATCHES_AT_ONCE, PromoPermit, PromoPermits, Runtime,
-    WebhookSettings,
-};
+use crate::runtime::{Capacity, InFlightGuard, PromoPermit, Runtime, WebhookSettings};
 
 pub use crate::db::{Backend, Tx};
 #[cfg(feature = "fault-injection")]
@@ -37,10 +34,8 @@ impl Store {
     /// missing.
     pub async fn connect(database_url: &str, clock: Clock) -> Result<Self> {
         let db = Db::connect(database_url).await?;
-        let mut runtime = Runtime::new(clock);
-        if db.backend() == Backend::Postgres {
-            runtime.promo_permits = PromoPermits::new(POSTGRES_PROMO_BATCHES_AT_ONCE);
-        }
+        let capacity = Capacity::for_this_machine(db.max_connections(), db.parallel_writers());
+        let runtime = Runtime::new(clock, capacity);
         Ok(Self { db, runtime })
     }
 

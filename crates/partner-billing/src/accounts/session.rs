@@ -110,8 +110,18 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
         return Err(Error::Unauthorized);
     }
     let now = store.now_utc();
-    let (account_id, client_id, seen): (i64, String, i64) = sqlx::query_as(
-        "SELECT a.id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
+    #[derive(sqlx::FromRow)]
+    struct SessionRow {
+        account_id: i64,
+        client_id: String,
+        seen: i64,
+    }
+    let SessionRow {
+        account_id,
+        client_id,
+        seen,
+    } = sqlx::query_as(
+        "SELECT a.id AS account_id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
          FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
          WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
          AND COALESCE(s.last_seen_utc, s.created_utc) > $3",

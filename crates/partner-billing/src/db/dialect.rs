@@ -5,8 +5,34 @@
 //! and holds the whole database, so row locks and advisory locks have nothing to add there.
 //! PostgreSQL writers run side by side and lock what they touch.
 
+pub(crate) mod group;
+
 use super::{Backend, Tx};
 use crate::error::Result;
+
+/// The statements of a license group transaction on this backend.
+pub(crate) fn license_group(backend: Backend) -> &'static group::GroupStatements {
+    match backend {
+        Backend::Sqlite => &group::SQLITE,
+        Backend::Postgres => &group::POSTGRES,
+    }
+}
+
+/// Inserts promo code hashes from a JSON array of strings (`$2`) for batch row `$1`, skipping
+/// any hash already taken.
+pub(crate) fn insert_code_hashes(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "INSERT INTO promo_codes (code_hash, batch_row_id) \
+             SELECT value, $1 FROM json_each($2) WHERE true ON CONFLICT (code_hash) DO NOTHING"
+        }
+        Backend::Postgres => {
+            "INSERT INTO promo_codes (code_hash, batch_row_id) \
+             SELECT value, $1 FROM json_array_elements_text($2::json) \
+             ON CONFLICT (code_hash) DO NOTHING"
+        }
+    }
+}
 
 /// Locks the account's row until the transaction ends and reads its client id: `FOR UPDATE`
 /// on PostgreSQL; on SQLite `BEGIN IMMEDIATE` already serialises writers.
@@ -33,6 +59,25 @@ pub(crate) async fn try_lock_name(backend: Backend, tx: &mut Tx, name: &str) -> 
         .bind(name)
         .fetch_one(&mut **tx)
         .await?),
+    }
+}
+
+/// [`try_lock_name`] for many names in one statement, in their order: which this transaction
+/// now holds. SQLite: all, its write lock being held already.
+pub(crate) async fn try_lock_names(
+    backend: Backend,
+    tx: &mut Tx,
+    names: &[String],
+) -> Result<Vec<bool>> {
+    match backend {
+        Backend::Postgres if !names.is_empty() => Ok(sqlx::query_scalar(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
+             FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
+        )
+        .bind(super::json_param(names)?)
+        .fetch_all(&mut **tx)
+        .await?),
+        _ => Ok(vec![true; names.len()]),
     }
 }
 
