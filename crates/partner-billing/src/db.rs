@@ -47,12 +47,12 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
 const SQLITE_CONNECTIONS: u32 = 4;
 
-/// How long a SQLite statement waits for another process's lock before it fails.
-const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
-
 /// PostgreSQL connections: the one setting the process's concurrency limits derive from
 /// (`runtime::Capacity`).
 const POSTGRES_CONNECTIONS: u32 = 16;
+
+/// How long a SQLite statement waits for another process's lock before it fails.
+const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
 
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
