@@ -166,7 +166,7 @@ impl Transport {
     /// error.
     pub async fn execute(&self, call: &Call<'_>) -> Result<Reply, Error> {
         let url = self.url(call.path, &call.query);
-        let attempts = self.policy.attempts();
+        let started = tokio::time::Instant::now();
         let mut attempt = 1;
         loop {
             let failure = match self.attempt(&url, call).await {
@@ -177,10 +177,15 @@ impl Transport {
                 Resend::WhenRetryable => failure.error.is_retryable(),
                 Resend::OnlyIfUnsent => failure.unsent,
             };
-            if attempt >= attempts || !may_resend {
+            if !may_resend {
                 return Err(failure.error);
             }
-            let delay = self.policy.delay(attempt, failure.error.retry_after());
+            let Some(delay) =
+                self.policy
+                    .next_retry(attempt, started.elapsed(), failure.error.retry_after())
+            else {
+                return Err(failure.error);
+            };
             tracing::debug!(
                 method = %call.method,
                 path = url.path(),

@@ -14,11 +14,11 @@
 
 use serde_json::{Map, Value, json};
 
-use partner_billing::limits;
 use partner_billing::wire::{
     ACCOUNT_STANDINGS, API_KEY_STATUSES, ErrorCode, LEDGER_KINDS, LICENSE_SOURCES,
     REQUEST_OPERATIONS, REQUEST_STATUSES, WEBHOOK_ENDPOINT_STATUSES, WEBHOOK_EVENT_TYPES,
 };
+use partner_billing::{audit, limits};
 
 use crate::problem::PROBLEM_JSON;
 
@@ -238,6 +238,7 @@ fn member_enum(schema: &str, property: &str) -> Option<Vec<&'static str>> {
         }
         ("WebhookDelivery", "eventType") => WEBHOOK_EVENT_TYPES.to_vec(),
         ("Health", "status") => vec!["ok"],
+        ("AuditEntry", "action") => audit::Action::ALL.iter().map(|a| a.as_str()).collect(),
         _ => return None,
     })
 }
@@ -282,6 +283,10 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
         }
         (_, "description") => Length(0, limits::WEBHOOK_DESCRIPTION_MAX_CHARS),
         ("WebhookDelivery", "error") => Length(0, limits::WEBHOOK_DELIVERY_ERROR_MAX_CHARS),
+        ("AuditEntry", "actor") => Length(1, audit::ACTOR_MAX_CHARS),
+        ("AuditEntry", "sourceAddress") => Length(1, audit::SOURCE_ADDRESS_MAX_CHARS),
+        ("AuditEntry", "requestId") => Length(1, audit::REQUEST_ID_MAX_CHARS),
+        ("AuditEntryList", "nextCursor") => Length(1, audit::CURSOR_MAX_CHARS),
         // Problem texts: the type URI and title are fixed per code; the detail and `field` may
         // name an unknown member of the request, which is at most the body's size.
         ("Problem", "type") => Length(1, 256),
@@ -326,6 +331,7 @@ fn array_items(schema: &str, property: &str) -> Option<(usize, usize)> {
         (_, "eventTypes") => (1, WEBHOOK_EVENT_TYPES.len()),
         ("WebhookEndpointList", "webhookEndpoints") => (0, limits::MAX_WEBHOOK_ENDPOINTS),
         ("WebhookDeliveryList", "deliveries") => (0, limits::WEBHOOK_DELIVERIES_LISTED),
+        ("AuditEntryList", "entries") => (0, audit::MAX_PAGE_SIZE as usize),
         ("LicenseList", "licenses")
         | ("PromoBatchList", "promoBatches")
         | ("LedgerPage", "entries") => (0, limits::PAGE_LIMIT_MAX as usize),

@@ -81,6 +81,14 @@ error_set!(
 );
 
 error_set!(
+    /// `GET /v1/billing/resellers/me/activity`: a bad `limit` or `cursor` is a 400 naming it.
+    ListActivity, BEARER, [
+        ValidationFailed, BrowserOriginForbidden, PanelSessionRequired, InternalError,
+        ServiceUnavailable,
+    ]
+);
+
+error_set!(
     /// `POST /v1/billing/resellers/me/api-keys`.
     CreateApiKey, BEARER, [
         ValidationFailed, BrowserOriginForbidden, PanelSessionRequired, ApiKeyLimitReached,

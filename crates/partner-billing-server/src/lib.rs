@@ -17,6 +17,7 @@ mod headers;
 mod health;
 pub mod logging;
 pub mod metrics;
+mod origin;
 mod panel;
 mod partner;
 mod problem;

@@ -5,6 +5,7 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
+use partner_billing::audit::Actor;
 use partner_billing::domain::Login;
 use partner_billing::licenses;
 use partner_billing::plans;
@@ -18,6 +19,7 @@ use crate::AppState;
 use crate::auth::OperatorAuth;
 use crate::body::JsonBody;
 use crate::errors;
+use crate::origin::RequestFacts;
 use crate::problem::OpResult;
 
 /// Endpoints under `/v1/billing/product`.
@@ -62,11 +64,13 @@ impl ProductApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
+        facts: RequestFacts,
         body: JsonBody<RegisterUserRequest>,
     ) -> OpResult<RegisterUserResponse, errors::RegisterUser> {
-        auth.verify(&state.store).await?;
+        let operator = auth.verify(&state.store).await?;
         let login = Login::parse("login", &body.0.login)?;
-        let registration = plans::register_user(&state.store, &login).await?;
+        let origin = facts.origin(Actor::OperatorToken(operator.name));
+        let registration = plans::register_user(&state.store, &login, &origin).await?;
         Ok(if registration.created {
             RegisterUserResponse::Created(Json(registration.user))
         } else {

@@ -17,6 +17,8 @@ pub mod accounts;
 #[cfg(feature = "db")]
 pub mod activity;
 #[cfg(feature = "db")]
+pub mod audit;
+#[cfg(feature = "db")]
 pub mod clock;
 #[cfg(feature = "db")]
 pub mod crypto;

@@ -1,5 +1,10 @@
 //! Prepaid quota: per account and plan a balance that always equals the sum of its
-//! append-only ledger entries, and is never negative.
+//! append-only ledger entries, and is never negative. The operator's credits and adjustments
+//! are in [`corrections`].
+
+mod corrections;
+
+pub use corrections::{Corrected, Correction, adjust, credit};
 
 use serde::Serialize;
 
@@ -7,9 +12,8 @@ use crate::db::Tx;
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
-use crate::plans::find_plan;
 use crate::store::Store;
-use crate::wire::{Balance, Balances};
+use crate::wire::Balances;
 
 /// Why a ledger entry was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,71 +47,6 @@ pub struct LedgerEntry {
     pub reason: Option<String>,
     pub reference: Option<String>,
     pub created_utc: i64,
-}
-
-/// Credits `units` of a plan to an account (the operator's top-up).
-pub async fn credit(
-    store: &Store,
-    client_id: &ClientId,
-    plan: &PlanSlug,
-    units: i64,
-    reason: &str,
-) -> Result<Balance> {
-    if !(1..=crate::limits::CREDIT_MAX_UNITS).contains(&units) {
-        return Err(
-            crate::domain::InvalidField::new("units", "must be between 1 and 1000000000").into(),
-        );
-    }
-    if reason.trim().is_empty() || reason.chars().count() > 500 {
-        return Err(crate::domain::InvalidField::new("reason", "must be 1-500 characters").into());
-    }
-    let account_id = account_id_of(store, client_id).await?;
-    let mut tx = store.begin_write().await?;
-    let plan_row = find_plan(&mut tx, plan).await?;
-    let remaining: i64 = sqlx::query_scalar(
-        "INSERT INTO balances (account_id, plan_id, remaining) VALUES ($1, $2, $3) \
-         ON CONFLICT (account_id, plan_id) DO UPDATE SET remaining = balances.remaining + excluded.remaining \
-         RETURNING remaining",
-    )
-    .bind(account_id)
-    .bind(plan_row.id)
-    .bind(units)
-    .fetch_one(&mut *tx)
-    .await?;
-    let now = store.now_utc();
-    append_entry(
-        &mut tx,
-        &NewEntry {
-            account_id,
-            plan_id: plan_row.id,
-            kind: EntryKind::Credit,
-            delta: units,
-            balance_after: remaining,
-            actor: "operator",
-            reason: Some(reason),
-            reference: None,
-            created_utc: now,
-        },
-    )
-    .await?;
-    crate::events::record(
-        store,
-        &mut tx,
-        account_id,
-        crate::events::EventData::BalanceCredited {
-            product_slug: plan.to_string(),
-            units,
-            remaining_balance: remaining,
-            reason: reason.to_owned(),
-        },
-    )
-    .await?;
-    tx.commit().await?;
-    tracing::info!(client_id = %client_id, plan = %plan, units, "quota credited");
-    Ok(Balance {
-        product_slug: plan.to_string(),
-        remaining_balance: remaining,
-    })
 }
 
 /// A charge against an account's balance of one plan, as its ledger entry records it.
@@ -179,6 +118,12 @@ struct NewEntry<'a> {
 }
 
 async fn append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> Result<()> {
+    Ok(try_append_entry(tx, entry).await?)
+}
+
+/// [`append_entry`] with the database's error as it is, for a caller that tells a unique
+/// violation (an operator reference used twice at once) from other failures.
+async fn try_append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> sqlx::Result<()> {
     let NewEntry {
         account_id,
         plan_id,

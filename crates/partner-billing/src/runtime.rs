@@ -12,7 +12,7 @@ mod promo_permits;
 mod webhook_settings;
 
 use std::any::Any;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 pub(crate) use capacity::Capacity;
 pub(crate) use in_flight::{InFlight, InFlightGuard};
@@ -40,6 +40,7 @@ pub struct Runtime {
     pub(crate) webhooks: Arc<WebhookSettings>,
     pub(crate) webhook_wake: Arc<tokio::sync::Notify>,
     pub(crate) faults: Faults,
+    pub(crate) audit_observer: AuditObserver,
 }
 
 impl Runtime {
@@ -58,6 +59,7 @@ impl Runtime {
             webhooks: Arc::default(),
             webhook_wake: Arc::default(),
             faults: Faults::default(),
+            audit_observer: AuditObserver::default(),
         }
     }
 
@@ -66,6 +68,33 @@ impl Runtime {
         self.master_key
             .as_deref()
             .ok_or_else(|| Error::Internal("no master key configured".to_owned()))
+    }
+}
+
+/// Told the action of each audit entry once its transaction has committed (the server counts
+/// them in a metric); nothing by default.
+#[derive(Clone, Default)]
+pub(crate) struct AuditObserver(Arc<RwLock<Option<AuditObserverFn>>>);
+
+type AuditObserverFn = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+impl AuditObserver {
+    /// Replaces the observer (every clone of the store sees the new one).
+    pub(crate) fn set(&self, observe: AuditObserverFn) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(observe);
+    }
+
+    pub(crate) fn observe(&self, action: &'static str) {
+        let observer = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(observe) = observer {
+            observe(action);
+        }
+    }
+}
+
+impl std::fmt::Debug for AuditObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditObserver").finish_non_exhaustive()
     }
 }
 

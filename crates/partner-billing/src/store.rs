@@ -17,8 +17,10 @@ use crate::runtime::{Capacity, InFlightGuard, PromoPermit, Runtime, WebhookSetti
 pub use crate::db::{Backend, Tx};
 #[cfg(feature = "fault-injection")]
 pub use crate::faults::CRASH_AT_ENV;
+#[cfg(feature = "fault-injection")]
+pub use crate::faults::Hold;
 pub(crate) use crate::faults::crash_point;
-pub use crate::faults::{CrashPoint, FaultPoint};
+pub use crate::faults::{CrashPoint, FaultPoint, HoldPoint};
 pub use crate::runtime::PROMO_BATCHES_PER_ACCOUNT;
 
 /// The database and the process's runtime context. Cheap to clone; every clone shares the
@@ -69,6 +71,18 @@ impl Store {
         self
     }
 
+    /// Has `observer` told the action (`api_key.revoked`, …) of every audit entry once its
+    /// transaction has committed, e.g. to count them in a metric.
+    pub fn observe_audit_entries(&self, observer: impl Fn(&'static str) + Send + Sync + 'static) {
+        self.runtime
+            .audit_observer
+            .set(std::sync::Arc::new(observer));
+    }
+
+    pub(crate) fn audit_observed(&self, action: crate::audit::Action) {
+        self.runtime.audit_observer.observe(action.as_str());
+    }
+
     /// The webhook delivery schedule and URL rule.
     pub fn webhook_settings(&self) -> &WebhookSettings {
         &self.runtime.webhooks
@@ -103,6 +117,19 @@ impl Store {
     #[cfg(feature = "fault-injection")]
     pub fn inject_fault(&self, point: FaultPoint) {
         self.runtime.faults.inject(point);
+    }
+
+    /// Holds every later arrival at `point` for `subject` (an account id) until the returned
+    /// hold is released or dropped.
+    #[cfg(feature = "fault-injection")]
+    pub fn hold(&self, point: HoldPoint, subject: i64) -> Hold {
+        self.runtime.faults.hold(point, subject)
+    }
+
+    /// Waits while a test holds `point` for `subject`; returns at once without feature
+    /// `fault-injection`.
+    pub(crate) async fn pass(&self, point: HoldPoint, subject: i64) {
+        self.runtime.faults.pass(point, subject).await;
     }
 
     /// Whether a fault is armed at `point`; consumes it. Always `false` without feature

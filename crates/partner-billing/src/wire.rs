@@ -24,6 +24,7 @@ macro_rules! redacted_debug {
     };
 }
 
+mod audit;
 mod panel;
 mod problem;
 mod product;
@@ -31,6 +32,7 @@ mod reads;
 mod roll;
 mod webhooks;
 
+pub use audit::{AuditEntry, AuditEntryList};
 pub use panel::{
     ApiKeyInfo, ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey,
     ResellerAccount, Session, SessionRequest,

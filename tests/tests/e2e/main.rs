@@ -2,12 +2,16 @@
 //! `PARTNER_BILLING_TEST_POSTGRES_URL`) PostgreSQL.
 
 mod abuse;
+mod audit_trail;
+mod audit_trail_rules;
 mod auth;
 mod browser;
 mod cli;
 mod concurrency;
 mod contract;
+mod corrections;
 mod crash;
+mod failover;
 mod hygiene;
 mod isolation;
 mod key_roll;
@@ -33,3 +37,4 @@ mod tls;
 mod voids;
 mod webhook_reliability;
 mod webhooks;
+mod write_load;

@@ -290,9 +290,14 @@ async fn non_public_and_malformed_urls_are_refused(db: Db) {
             event_types: vec!["license.issued".to_owned()],
             description: None,
         };
-        let err = webhooks::create_endpoint(&strict, account_id, &request)
-            .await
-            .unwrap_err();
+        let err = webhooks::create_endpoint(
+            &strict,
+            account_id,
+            &request,
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(&err, partner_billing::Error::Validation(f) if f.field == "url"),
             "{url}: {err:?}"
@@ -464,6 +469,7 @@ async fn every_write_path_sends_its_event(db: Db) {
         &app.store,
         &client_id,
         partner_billing::accounts::Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap();
@@ -471,6 +477,7 @@ async fn every_write_path_sends_its_event(db: Db) {
         &app.store,
         &client_id,
         partner_billing::accounts::Standing::Good,
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap();

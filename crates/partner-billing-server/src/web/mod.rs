@@ -5,6 +5,7 @@
 //!
 //! The panel is not part of the OpenAPI document; the JSON panel API stays for the SDK and CLI.
 
+mod activity;
 mod api_keys;
 mod assets;
 mod cookies;
@@ -122,6 +123,7 @@ pub fn panel_routes() -> Vec<PanelRoute> {
             SignedIn,
             webhooks::delete,
         ),
+        route(Method::GET, "/activity", SignedIn, activity::page),
         route(Method::GET, "/settings", SignedIn, settings::page),
         route(
             Method::POST,

@@ -1,23 +1,24 @@
-//! Group commit for license issue: concurrent requests share one transaction and one COMMIT,
-//! and the transaction is set-oriented: a constant number of statements whatever its size.
+//! The license engine: every license is decided and written here, by one piece of code,
+//! whatever the group size. Concurrent requests share one transaction and one COMMIT (group
+//! commit), and the transaction is set-oriented: a constant number of statements whatever its
+//! size. With group commit off each request is a group of one, through the same code.
 //!
 //! On one hot account every license takes the same balance row lock from its debit to its
 //! COMMIT, so requests queue behind each other's durable flush; spread over many accounts
 //! they still each pay a COMMIT (an fsync). Here the first request of a lane starts a
 //! committer task; requests that arrive while it works wait in the lane's queue, and the
-//! committer takes them all into its next transaction, which runs, for the whole group:
+//! committer takes them all into its next transaction (`group/transaction.rs`), which runs,
+//! for the whole group:
 //!
-//! 1. one read of every login (`users`);
-//! 2. on PostgreSQL one statement taking every key's advisory lock, then one read of every
-//!    stored outcome (`idempotency::KeyBatch`);
-//! 3. one read of every balance row the group debits, locked in (account, plan) order
-//!    (`quota::lock_balances`);
-//! 4. the decisions, in Rust, request by request in arrival order within each balance: the
-//!    first N that the balance covers are charged, the rest refused;
-//! 5. when any is charged: one read of the accounts' webhook endpoints (and of their
-//!    low-balance thresholds when one subscribes to `balance.low`), one balance update, one
-//!    insert each of ledger entries, licenses, events and outbox messages (when subscribed),
-//!    and idempotency records.
+//! 1. under locks, one statement taking every key's advisory lock (PostgreSQL;
+//!    `idempotency::KeyBatch`);
+//! 2. one read, by name, of every login, stored outcome, balance (locked in (account, plan)
+//!    order under locks), webhook endpoint and low-balance threshold (`group/statements.rs`);
+//! 3. the decisions, in Rust, in the one order of checks of every keyed write: the key, the
+//!    plan, the balance and the login; within each balance in arrival order, the first N that
+//!    it covers are charged, the rest refused (`group/decide.rs`);
+//! 4. when any is charged: the writes of every balance, ledger entry, license, event, outbox
+//!    message and idempotency record (one statement on PostgreSQL, one per table on SQLite).
 //!
 //! Each request still gets its own answer:
 //!
@@ -27,11 +28,11 @@
 //! - a database failure rolls the whole transaction back and every request of it gets a
 //!   retryable error: none of them committed, and a retry with the same key settles it.
 //!
-//! With no concurrency a group holds one request. On SQLite there is one lane, since every
-//! write takes the one write lock anyway; on PostgreSQL a few lanes, an account always in the
-//! same one, so spread traffic shares commits while lanes commit in parallel. Balance rows
-//! are locked in one order in every transaction of every process, so lanes and replicas never
-//! deadlock on each other's rows.
+//! With no concurrency a group holds one request. The lanes come from `runtime::Capacity`:
+//! one on SQLite, since every write takes the one write lock anyway; on PostgreSQL a few, an
+//! account always in the same one, so spread traffic shares commits while lanes commit in
+//! parallel. Balance rows are locked in one order in every transaction of every process, so
+//! lanes and replicas never deadlock on each other's rows.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -66,6 +67,9 @@ struct Pending {
     /// key, so that a reused key is told so whatever its new body names.
     plan: Option<PlanRow>,
     reply: oneshot::Sender<Result<Outcome<License>>>,
+    /// The request's span (its request id): the group's lines about this request are
+    /// written inside it, though the group runs in a task of its own.
+    span: tracing::Span,
 }
 
 /// The queues of the lanes that have a committer running. A lane is in the map exactly
@@ -130,6 +134,7 @@ pub(crate) async fn issue(
         request,
         plan,
         reply,
+        span: tracing::Span::current(),
     };
     // A task of its own either way: the transaction finishes even if this caller goes away.
     if store.group_commit() {

@@ -15,7 +15,7 @@ use crate::db::{Tx, dialect};
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
-use crate::faults::FaultPoint;
+use crate::faults::{FaultPoint, HoldPoint};
 use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{SECONDS_PER_DAY, cached_plan};
@@ -118,6 +118,9 @@ pub async fn generate_promo_batch(
     let scope = Scope::Account(account.account_id);
     let claim = idempotency::claim_for(store, scope, &request.idempotency_key, "promo_batch")?;
     let _permit = store.promo_permit(account.account_id).await?;
+    store
+        .pass(HoldPoint::PromoTurnTaken, account.account_id)
+        .await;
     let keyed = KeyedRequest {
         scope,
         key: &request.idempotency_key,
@@ -205,6 +208,9 @@ async fn store_batch(
     if store.fault(FaultPoint::AfterDebit) {
         return Err(Error::PromoGenerationFailed);
     }
+    store
+        .pass(HoldPoint::PromoWriteOpen, account.account_id)
+        .await;
     let batch_row_id: i64 = sqlx::query_scalar(
         "INSERT INTO promo_batches (batch_id, order_public_id, account_id, plan_id, code_count, \
          redemptions_per_code, codes_expire_utc, created_utc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",

@@ -128,7 +128,7 @@ async fn accounts(store: &Store) -> Accounts {
     for login in ["alice", "bob"] {
         let login = Login::parse("login", login).unwrap();
         // Registered once per store; the table runs several times on one.
-        let _ = register_user(store, &login).await;
+        let _ = register_user(store, &login, &partner_billing::audit::Origin::cli()).await;
     }
     let rich = reseller(store, 10).await;
     let poor = reseller(store, 1).await;

@@ -69,12 +69,14 @@ pub(super) async fn run_transaction(
     for (pending, step) in batch.into_iter().zip(steps) {
         let answer = match (step, &committed) {
             (Ok(Keyed::Fresh(license)), Ok(())) => {
-                tracing::info!(
-                    client_id = %pending.account.client_id,
-                    license_id = %license.license_id,
-                    plan = %pending.request.plan,
-                    "license issued"
-                );
+                pending.span.in_scope(|| {
+                    tracing::info!(
+                        client_id = %pending.account.client_id,
+                        license_id = %license.license_id,
+                        plan = %pending.request.plan,
+                        "license issued"
+                    )
+                });
                 Ok(Outcome {
                     value: license,
                     replayed: false,
