@@ -275,6 +275,7 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
             Length(limits::PASSWORD_MIN_CHARS, limits::PASSWORD_MAX_CHARS)
         }
         (_, "url") => Length(0, limits::WEBHOOK_URL_MAX_CHARS),
+        ("AuditEntryList", "nextCursor") => Length(1, audit::CURSOR_MAX_CHARS),
         (_, "cursor" | "nextCursor") => Length(1, limits::CURSOR_MAX_CHARS),
         ("LedgerEntryRecord", "reference") => Length(0, limits::LEDGER_REFERENCE_MAX_CHARS),
         // A code as it was sent: anything the request could hold.
@@ -286,7 +287,6 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
         ("AuditEntry", "actor") => Length(1, audit::ACTOR_MAX_CHARS),
         ("AuditEntry", "sourceAddress") => Length(1, audit::SOURCE_ADDRESS_MAX_CHARS),
         ("AuditEntry", "requestId") => Length(1, audit::REQUEST_ID_MAX_CHARS),
-        ("AuditEntryList", "nextCursor") => Length(1, audit::CURSOR_MAX_CHARS),
         // Problem texts: the type URI and title are fixed per code; the detail and `field` may
         // name an unknown member of the request, which is at most the body's size.
         ("Problem", "type") => Length(1, 256),
