@@ -14,9 +14,11 @@ set -euo pipefail
 ENTRIES=${1:-1000000}
 BIN=${BIN:-target/release}
 DIR=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$DIR"' EXIT
+SERVER=""
+trap '[ -n "$SERVER" ] && kill $SERVER 2>/dev/null; rm -rf "$DIR"' EXIT
 export PARTNER_BILLING_DATABASE_URL="sqlite://$DIR/bench.db"
 export PARTNER_BILLING_MASTER_KEY_FILE="$DIR/master.key"
+(umask 077; python3 -c 'import os; print(os.urandom(32).hex())' >"$PARTNER_BILLING_MASTER_KEY_FILE")
 PB="$BIN/partner-billing"
 PASSWORD=benchmark-password-1
 $PB admin plan create --slug pro --name Pro >/dev/null

@@ -244,12 +244,13 @@ pub async fn ledger(
     } else {
         " AND $5 = ''"
     };
+    let (after_position, order) = dialect::ledger_feed_after(store.backend());
     let sql = format!(
         "SELECT l.commit_xact, l.id AS entry_id, p.slug AS product_slug, l.kind, \
          l.delta AS units, l.balance_after, l.reference, l.created_utc \
          FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-         WHERE l.account_id = $1 AND (l.commit_xact, l.id) > ($2, $3){product_filter}{settled} \
-         ORDER BY l.commit_xact, l.id LIMIT $4",
+         WHERE l.account_id = $1 AND {after_position}{product_filter}{settled} \
+         ORDER BY {order} LIMIT $4",
         settled = dialect::ledger_feed_settled(store.backend()),
     );
     let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))

@@ -125,6 +125,18 @@ pub(crate) async fn name_locked(
     }
 }
 
+/// The ledger feed's position test and order (alias `l`; `$2`, `$3` the cursor's transaction
+/// and id). PostgreSQL: the row value `(commit_xact, id)`, an index range on (account,
+/// commit_xact, id). SQLite: every entry's `commit_xact` is 0, so the id alone orders the feed,
+/// and an index range on (account, id) serves it (SQLite does not seek on a row-value
+/// comparison: it would scan from the start, page after page).
+pub(crate) fn ledger_feed_after(backend: Backend) -> (&'static str, &'static str) {
+    match backend {
+        Backend::Sqlite => ("l.commit_xact >= $2 AND l.id > $3", "l.id"),
+        Backend::Postgres => ("(l.commit_xact, l.id) > ($2, $3)", "l.commit_xact, l.id"),
+    }
+}
+
 /// The condition that keeps the ledger's change feed from handing out an entry before every
 /// entry that could sort before it has committed (alias `l` for `ledger_entries`). PostgreSQL:
 /// only entries of transactions older than every transaction still running; SQLite: none, its
