@@ -286,7 +286,6 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
         ("AuditEntry", "actor") => Length(1, audit::ACTOR_MAX_CHARS),
         ("AuditEntry", "sourceAddress") => Length(1, audit::SOURCE_ADDRESS_MAX_CHARS),
         ("AuditEntry", "requestId") => Length(1, audit::REQUEST_ID_MAX_CHARS),
-        ("AuditEntryList", "nextCursor") => Length(1, audit::CURSOR_MAX_CHARS),
         // Problem texts: the type URI and title are fixed per code; the detail and `field` may
         // name an unknown member of the request, which is at most the body's size.
         ("Problem", "type") => Length(1, 256),
