@@ -8,6 +8,7 @@ use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
+use partner_billing::audit::Actor;
 use partner_billing::domain::PlanSlug;
 use partner_billing::limits::VOID_CODES_MAX_BODY_BYTES;
 use partner_billing::reads::{self, PageRequest};
@@ -22,6 +23,7 @@ use crate::AppState;
 use crate::auth::PartnerAuth;
 use crate::body::LargeJsonBody;
 use crate::errors;
+use crate::origin::RequestFacts;
 use crate::problem::OpResult;
 
 /// Read and void endpoints under `/v1/billing/partner`.
@@ -157,13 +159,15 @@ impl ReadsApi {
         &self,
         state: Data<&AppState>,
         auth: PartnerAuth,
+        facts: RequestFacts,
         /// The batch (uuid).
         #[oai(name = "batchId")]
         batch_id: Path<String>,
     ) -> OpResult<VoidPromoBatchResponse, errors::VoidPromoBatch> {
         let account = auth.verify(&state.store).await?;
+        let origin = facts.origin(Actor::ApiKey(account.api_key_id.to_string()));
         Ok(VoidPromoBatchResponse::Ok(Json(
-            voids::void_batch(&state.store, account.account_id, &batch_id.0).await?,
+            voids::void_batch(&state.store, account.account_id, &batch_id.0, &origin).await?,
         )))
     }
 
@@ -182,11 +186,13 @@ impl ReadsApi {
         &self,
         state: Data<&AppState>,
         auth: PartnerAuth,
+        facts: RequestFacts,
         body: LargeJsonBody<VoidPromoCodesRequest, VOID_CODES_MAX_BODY_BYTES>,
     ) -> OpResult<VoidPromoCodesResponse, errors::VoidPromoCodes> {
         let account = auth.verify(&state.store).await?;
+        let origin = facts.origin(Actor::ApiKey(account.api_key_id.to_string()));
         Ok(VoidPromoCodesResponse::Ok(Json(
-            voids::void_codes(&state.store, account.account_id, &body.0.codes).await?,
+            voids::void_codes(&state.store, account.account_id, &body.0.codes, &origin).await?,
         )))
     }
 }

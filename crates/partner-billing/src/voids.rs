@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use crate::audit::{Action, Entry, Origin};
 use crate::db::{dialect, json_param};
 use crate::domain::InvalidField;
 use crate::error::{Error, Result};
@@ -31,6 +32,7 @@ pub async fn void_batch(
     store: &Store,
     account_id: i64,
     batch_id: &str,
+    origin: &Origin,
 ) -> Result<PromoBatchSummary> {
     if batch_id.is_empty() || batch_id.len() > 64 {
         return Err(Error::PromoBatchNotFound);
@@ -47,7 +49,16 @@ pub async fn void_batch(
     .bind(now)
     .fetch_optional(&mut *tx)
     .await?;
+    let mut written = None;
     if let Some(voided) = voided {
+        written = Some(
+            Entry::new(Action::PromoBatchVoided, Some(account_id))
+                .id("batchId", batch_id)
+                .id("orderPublicId", voided.order_public_id.clone())
+                .id("productSlug", voided.plan_slug.clone())
+                .write(store, &mut tx, origin)
+                .await?,
+        );
         events::record(
             store,
             &mut tx,
@@ -63,6 +74,9 @@ pub async fn void_batch(
         tracing::info!(account_id, batch_id, "promo batch voided");
     }
     tx.commit().await?;
+    if let Some(written) = written {
+        written.committed(store);
+    }
     reads::get_promo_batch(store, account_id, batch_id).await
 }
 
@@ -74,6 +88,7 @@ pub async fn void_codes(
     store: &Store,
     account_id: i64,
     codes: &[String],
+    origin: &Origin,
 ) -> Result<VoidPromoCodesResult> {
     if codes.is_empty() || codes.len() > VOID_CODES_MAX {
         return Err(InvalidField::new("codes", "must hold 1-1000 codes").into());
@@ -104,7 +119,7 @@ pub async fn void_codes(
     .bind(param.as_str())
     .fetch_all(&mut *tx)
     .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    let newly_voided = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE promo_codes SET voided_utc = $3 WHERE code_hash IN \
          (SELECT c.code_hash FROM promo_codes c WHERE {own_codes}) AND voided_utc IS NULL"
     )))
@@ -112,8 +127,22 @@ pub async fn void_codes(
     .bind(param.as_str())
     .bind(store.now_utc())
     .execute(&mut *tx)
-    .await?;
+    .await?
+    .rows_affected();
+    // The trail counts the codes; it never names one.
+    let mut written = None;
+    if newly_voided > 0 {
+        written = Some(
+            Entry::new(Action::PromoCodesVoided, Some(account_id))
+                .value("voided", newly_voided)
+                .write(store, &mut tx, origin)
+                .await?,
+        );
+    }
     tx.commit().await?;
+    if let Some(written) = written {
+        written.committed(store);
+    }
     let own: HashSet<String> = own.into_iter().collect();
     let unknown = hashed
         .iter()
