@@ -1,4 +1,5 @@
-//! Reseller commands with an API key: `balance` and `license issue`, through the SDK
+//! Reseller commands with an API key: `balance`, `license issue` and `license revoke`, through
+//! the SDK
 //! (`promo generate` lives in `promo.rs`).
 
 use std::process::ExitCode;
@@ -6,12 +7,12 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 use partner_billing::domain::{ClientId, IdempotencyKey, Login, PlanSlug};
-use partner_billing::wire::License;
+use partner_billing::wire::{License, ResellerLicense};
 use partner_billing_client::{Credentials, PartnerClient};
 use serde::Serialize;
 
 use crate::args::{self, Remote, usage};
-use crate::output::{Output, fields, opt_utc, table, utc};
+use crate::output::{Output, fields, opt, opt_utc, table, utc};
 
 /// The API key's client id; the secret comes from `PARTNER_BILLING_SECRET` only.
 #[derive(Debug, Args)]
@@ -50,6 +51,15 @@ pub enum LicenseCommand {
         /// Reuse the key a failed run printed to retry it safely; generated when absent.
         #[arg(long, value_name = "K", value_parser = args::idempotency_key)]
         idempotency_key: Option<IdempotencyKey>,
+        #[command(flatten)]
+        auth: ClientIdOpt,
+    },
+    /// Revokes one of the account's licenses (issued by it or redeemed from its codes); the
+    /// login's later licenses of the plan move earlier by the unused time. No unit comes back.
+    Revoke {
+        /// The license to revoke.
+        #[arg(long, value_name = "L")]
+        license_id: String,
         #[command(flatten)]
         auth: ClientIdOpt,
     },
@@ -110,12 +120,44 @@ pub(crate) fn write_failure(
 }
 
 pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
-    let LicenseCommand::Issue {
-        plan,
-        login,
-        idempotency_key,
-        auth,
-    } = cmd;
+    match cmd {
+        LicenseCommand::Issue {
+            plan,
+            login,
+            idempotency_key,
+            auth,
+        } => issue(base_url, plan, login, idempotency_key, auth, out).await,
+        LicenseCommand::Revoke { license_id, auth } => {
+            let license = client(base_url, auth)?.revoke_license(&license_id).await?;
+            out.emit(&license, || license_fields(&license))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A license as the reseller sees it, one `name: value` line per member.
+pub(crate) fn license_fields(license: &ResellerLicense) -> String {
+    fields(&[
+        ("licenseId", license.license_id.clone()),
+        ("plan", license.plan_slug.clone()),
+        ("login", license.login.clone()),
+        ("source", license.source.clone()),
+        ("batchId", opt(license.batch_id.as_deref())),
+        ("created", utc(license.created_utc)),
+        ("starts", utc(license.starts_utc)),
+        ("expires", opt_utc(license.expires_utc)),
+        ("revoked", opt_utc(license.revoked_utc)),
+    ])
+}
+
+async fn issue(
+    base_url: &str,
+    plan: PlanSlug,
+    login: Login,
+    idempotency_key: Option<IdempotencyKey>,
+    auth: ClientIdOpt,
+    out: Output,
+) -> Result<ExitCode> {
     let client = client(base_url, auth)?;
     // Chosen here, not in the SDK, so that a failed run can print it for the retry.
     let key = idempotency_key.unwrap_or_else(IdempotencyKey::generate);
@@ -139,6 +181,7 @@ pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result
             ("login", license.login.clone()),
             ("remainingBalance", license.remaining_balance.to_string()),
             ("created", utc(license.created_utc)),
+            ("starts", utc(license.starts_utc)),
             ("expires", opt_utc(license.expires_utc)),
             ("idempotencyKey", issued.idempotency_key.clone()),
         ];

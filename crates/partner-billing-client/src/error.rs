@@ -112,6 +112,13 @@ pub enum Error {
     /// `500 Internal.Error`: anything else went wrong on the server; the outcome is unknown.
     #[error("Internal.Error: {}", problem.detail)]
     InternalError { problem: Box<Problem> },
+    /// `404 License.NotFound`: no license of this account has this id.
+    #[error("License.NotFound: {}", problem.detail)]
+    LicenseNotFound { problem: Box<Problem> },
+    /// `409 License.AlreadyActive`: the login already holds this perpetual plan; nothing was
+    /// charged, and a retry under the same key runs again.
+    #[error("License.AlreadyActive: {}", problem.detail)]
+    LicenseAlreadyActive { problem: Box<Problem> },
     /// A problem body whose `code` this version of the SDK does not know (a newer server).
     #[error("{} (HTTP {}): {}", problem.code, problem.status, problem.detail)]
     UnrecognizedProblem { problem: Box<Problem> },
@@ -186,6 +193,8 @@ impl Error {
                 retry_after,
             },
             ErrorCode::InternalError => Self::InternalError { problem },
+            ErrorCode::LicenseNotFound => Self::LicenseNotFound { problem },
+            ErrorCode::LicenseAlreadyActive => Self::LicenseAlreadyActive { problem },
         }
     }
 
@@ -216,6 +225,8 @@ impl Error {
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::ServiceUnavailable { .. } => ErrorCode::ServiceUnavailable,
             Self::InternalError { .. } => ErrorCode::InternalError,
+            Self::LicenseNotFound { .. } => ErrorCode::LicenseNotFound,
+            Self::LicenseAlreadyActive { .. } => ErrorCode::LicenseAlreadyActive,
             Self::UnrecognizedProblem { .. }
             | Self::Unauthorized
             | Self::Transport(_)
@@ -252,6 +263,8 @@ impl Error {
             | Self::RateLimited { problem, .. }
             | Self::ServiceUnavailable { problem, .. }
             | Self::InternalError { problem }
+            | Self::LicenseNotFound { problem }
+            | Self::LicenseAlreadyActive { problem }
             | Self::UnrecognizedProblem { problem } => Some(problem),
             Self::Unauthorized
             | Self::Transport(_)

@@ -4,7 +4,7 @@ use std::fmt;
 
 use partner_billing::domain::IdempotencyKey;
 use partner_billing::wire::{
-    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch,
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch, ResellerLicense,
 };
 use reqwest::Method;
 use reqwest::header::HeaderMap;
@@ -227,9 +227,33 @@ impl PartnerClient {
         })
     }
 
+    /// `DELETE /v1/billing/partner/licenses/{licenseId}`: revokes one of the account's licenses
+    /// (issued by it, or redeemed from its promo codes) and returns it with `revoked_utc` set.
+    /// The login's later licenses of the plan move earlier by the unused time; no unit comes
+    /// back. Safe to repeat: revoking again returns the same license, unchanged.
+    ///
+    /// Errors of note: [`Error::LicenseNotFound`] (unknown, malformed or another reseller's id).
+    pub async fn revoke_license(&self, license_id: &str) -> Result<ResellerLicense> {
+        let reply = self
+            .send_below(Method::DELETE, &["licenses", license_id], None)
+            .await?;
+        reply.json(&self.sensitive())
+    }
+
     /// One call to a partner endpoint, retried within the policy.
     async fn send(&self, method: Method, endpoint: &str, body: Option<Vec<u8>>) -> Result<Reply> {
-        let path = [PARTNER[0], PARTNER[1], PARTNER[2], endpoint];
+        self.send_below(method, &[endpoint], body).await
+    }
+
+    /// One call to the partner endpoint at the path segments `below` (each percent-encoded).
+    async fn send_below(
+        &self,
+        method: Method,
+        below: &[&str],
+        body: Option<Vec<u8>>,
+    ) -> Result<Reply> {
+        let mut path = PARTNER.to_vec();
+        path.extend_from_slice(below);
         let sensitive = self.sensitive();
         let call = Call {
             method,

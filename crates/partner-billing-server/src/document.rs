@@ -35,6 +35,8 @@ const UNBOUNDED_ARRAYS: &[(&str, &str)] = &[
     ("ApiKeyList", "apiKeys"),
     ("Balances", "balances"),
     ("UserLicenses", "licenses"),
+    // One entry per plan the login holds.
+    ("Entitlements", "entitlements"),
 ];
 
 /// Completes poem-openapi's document (its `spec()`), see the module's documentation.
@@ -228,7 +230,7 @@ fn member_enum(schema: &str, property: &str) -> Option<Vec<&'static str>> {
         ("Problem", "code") => ErrorCode::ALL.iter().map(|c| c.as_str()).collect(),
         ("ApiKeyInfo", "status") => API_KEY_STATUSES.to_vec(),
         ("ResellerAccount", "standing") => ACCOUNT_STANDINGS.to_vec(),
-        ("UserLicense", "source") => LICENSE_SOURCES.to_vec(),
+        ("UserLicense" | "ResellerLicense", "source") => LICENSE_SOURCES.to_vec(),
         ("RedeemedLicense", "source") => vec!["promo"],
         ("WebhookEndpoint" | "CreatedWebhookEndpoint", "status") => {
             WEBHOOK_ENDPOINT_STATUSES.to_vec()

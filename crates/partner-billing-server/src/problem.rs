@@ -173,6 +173,14 @@ impl From<Error> for ApiError {
                 }
                 error
             }
+            Error::LicenseNotFound => Self::new(
+                ErrorCode::LicenseNotFound,
+                "No license of this account has this id.",
+            ),
+            Error::LicenseAlreadyActive => Self::new(
+                ErrorCode::LicenseAlreadyActive,
+                "The login already holds an unrevoked license of this perpetual plan; nothing was charged.",
+            ),
             Error::Overloaded => Self::new(
                 ErrorCode::ServiceUnavailable,
                 "Too many requests of this kind are waiting; retry shortly.",

@@ -105,15 +105,17 @@ pub struct LicenseRow {
     pub login: String,
     pub product_slug: String,
     pub created_utc: i64,
+    pub starts_utc: i64,
     pub expires_utc: Option<i64>,
+    pub revoked_utc: Option<i64>,
 }
 
 /// The account's licenses, newest first, at most [`LICENSES_PAGE_SIZE`], optionally for one
 /// login (compared exactly; `""` for all).
 pub async fn licenses(store: &Store, account_id: i64, login: &str) -> Result<Vec<LicenseRow>> {
     Ok(sqlx::query_as(
-        "SELECT l.license_id, u.login, p.slug AS product_slug, l.created_utc, l.expires_utc \
-         FROM licenses l JOIN users u ON u.id = l.user_id JOIN plans p ON p.id = l.plan_id \
+        "SELECT l.license_id, u.login, p.slug AS product_slug, l.created_utc, l.starts_utc, \
+         l.expires_utc, l.revoked_utc FROM licenses l JOIN users u ON u.id = l.user_id JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 = '' OR u.login = $2) \
          ORDER BY l.created_utc DESC, l.id DESC LIMIT $3",
     )

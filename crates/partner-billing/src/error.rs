@@ -70,6 +70,12 @@ pub enum Error {
     /// Too much work of one kind is queued (password hashing); retry later.
     #[error("too busy")]
     Overloaded,
+    /// No license of this account has this id.
+    #[error("license not found")]
+    LicenseNotFound,
+    /// The login already holds an unrevoked license of this perpetual plan.
+    #[error("license already active")]
+    LicenseAlreadyActive,
     /// An operator command named something that does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -108,6 +114,8 @@ impl Error {
             Self::AlreadyRedeemed => ErrorCode::AlreadyRedeemed,
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::LicenseNotFound => ErrorCode::LicenseNotFound,
+            Self::LicenseAlreadyActive => ErrorCode::LicenseAlreadyActive,
             Self::Unavailable(_) | Self::Overloaded => ErrorCode::ServiceUnavailable,
             Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
                 ErrorCode::InternalError

@@ -1,7 +1,7 @@
 //! Direct license issue: one unit of quota for one subscription to a named login; and the
 //! licenses a login holds, issued directly or redeemed from promo codes.
 
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 use uuid::Uuid;
 
 use crate::domain::{IdempotencyKey, Login, PlanSlug, UserId};
@@ -9,11 +9,12 @@ use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::idempotency::{self, Begun, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
-use crate::plans::{PlanRow, find_plan, find_user, license_expiry};
+use crate::plans::{PlanRow, find_plan, find_user};
 use crate::quota::{Charge, EntryKind, debit};
 use crate::store::{FaultPoint, Store, Tx};
+use crate::subscriptions;
 use crate::throttle;
-use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
+use crate::wire::{IssueLicenseRequest, License, UserLicenses};
 
 mod group;
 
@@ -161,6 +162,10 @@ async fn write_license(
         },
     )
     .await?;
+    // After the balance (a charge it could not pay is refused first): a perpetual plan already
+    // held is refused, else the license starts where the login's latest one of the plan ends.
+    let head = subscriptions::lock_head(tx, user_id.get(), plan.id.get(), now).await?;
+    let period = subscriptions::next_period(head, plan.duration_days, now)?;
     let subscribers = Subscribers::load(tx, account.account_id).await?;
     subscribers
         .after_debit(store, tx, plan.id, request.plan.as_str(), 1, remaining)
@@ -170,26 +175,29 @@ async fn write_license(
             "fault injection: license write failed".to_owned(),
         ));
     }
-    let expires_utc = license_expiry(plan.duration_days, now);
     sqlx::query(
-        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-         VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
+        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
+         VALUES ($1, $2, $3, $4, 'direct', $5, $6, $7)",
     )
     .bind(license_id.as_str())
     .bind(user_id)
     .bind(plan.id)
     .bind(account.account_id)
     .bind(now)
-    .bind(expires_utc)
+    .bind(period.starts_utc)
+    .bind(period.expires_utc)
     .execute(&mut **tx)
     .await?;
+    subscriptions::extend_head(tx, user_id.get(), plan.id.get(), &period).await?;
     let license = License {
         license_id,
         plan_slug: request.plan.to_string(),
         login: request.login.to_string(),
         remaining_balance: remaining,
         created_utc: now,
-        expires_utc,
+        starts_utc: period.starts_utc,
+        expires_utc: period.expires_utc,
+        revoked_utc: None,
     };
     subscribers
         .record(
@@ -223,28 +231,15 @@ pub async fn user_licenses(store: &Store, login: &Login) -> Result<UserLicenses>
         .fetch_optional(store.pool())
         .await?
         .ok_or(Error::UnknownLogin)?;
-    let rows = sqlx::query(
-        "SELECT l.license_id, p.slug, l.source, a.client_id, l.batch_id, l.created_utc, l.expires_utc \
+    let licenses = sqlx::query_as(
+        "SELECT l.license_id, p.slug AS plan_slug, l.source, a.client_id, l.batch_id, \
+         l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
          FROM licenses l JOIN plans p ON p.id = l.plan_id LEFT JOIN accounts a ON a.id = l.account_id \
          WHERE l.user_id = $1 ORDER BY l.created_utc, l.id",
     )
     .bind(user_id)
     .fetch_all(store.pool())
     .await?;
-    let licenses = rows
-        .iter()
-        .map(|row| {
-            Ok(UserLicense {
-                license_id: row.try_get("license_id")?,
-                plan_slug: row.try_get("slug")?,
-                source: row.try_get("source")?,
-                client_id: row.try_get("client_id")?,
-                batch_id: row.try_get("batch_id")?,
-                created_utc: row.try_get("created_utc")?,
-                expires_utc: row.try_get("expires_utc")?,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok(UserLicenses {
         login: login.to_string(),
         licenses,

@@ -28,6 +28,8 @@ mod redemption_limits;
 mod replicas;
 mod slow_clients;
 mod startup;
+mod subscription_races;
+mod subscriptions;
 mod tls;
 mod webhook_reliability;
 mod webhooks;

@@ -95,6 +95,12 @@ pub fn panel_routes() -> Vec<PanelRoute> {
         route(Method::GET, "/ledger.csv", SignedIn, ledger::csv),
         route(Method::GET, "/promo-batches", SignedIn, promo_batches::page),
         route(Method::GET, "/licenses", SignedIn, licenses::page),
+        route(
+            Method::POST,
+            "/licenses/:license_id/revoke",
+            SignedIn,
+            licenses::revoke,
+        ),
         route(Method::GET, "/webhooks", SignedIn, webhooks::page),
         route(Method::POST, "/webhooks", SignedIn, webhooks::create),
         route(

@@ -65,11 +65,13 @@ pub enum ErrorCode {
     RateLimited,
     ServiceUnavailable,
     InternalError,
+    LicenseNotFound,
+    LicenseAlreadyActive,
 }
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 27] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -95,6 +97,8 @@ impl ErrorCode {
         Self::RateLimited,
         Self::ServiceUnavailable,
         Self::InternalError,
+        Self::LicenseNotFound,
+        Self::LicenseAlreadyActive,
     ];
 
     /// The code as it appears in the `code` member.
@@ -125,6 +129,8 @@ impl ErrorCode {
             Self::RateLimited => "Request.RateLimited",
             Self::ServiceUnavailable => "Service.Unavailable",
             Self::InternalError => "Internal.Error",
+            Self::LicenseNotFound => "License.NotFound",
+            Self::LicenseAlreadyActive => "License.AlreadyActive",
         }
     }
 
@@ -147,8 +153,12 @@ impl ErrorCode {
             | Self::ApiKeyLimitReached
             | Self::WebhookEndpointLimitReached
             | Self::CodeExhausted
-            | Self::AlreadyRedeemed => 409,
-            Self::ApiKeyNotFound | Self::WebhookEndpointNotFound | Self::CodeNotFound => 404,
+            | Self::AlreadyRedeemed
+            | Self::LicenseAlreadyActive => 409,
+            Self::ApiKeyNotFound
+            | Self::WebhookEndpointNotFound
+            | Self::CodeNotFound
+            | Self::LicenseNotFound => 404,
             Self::PromoCodesExpired | Self::CodeExpired => 410,
             Self::PromoGenerationFailed | Self::InternalError => 500,
             Self::TooManyAttempts | Self::RateLimited => 429,
@@ -184,6 +194,8 @@ impl ErrorCode {
             Self::RateLimited => "Too many attempts",
             Self::ServiceUnavailable => "Service unavailable",
             Self::InternalError => "Internal error",
+            Self::LicenseNotFound => "License not found",
+            Self::LicenseAlreadyActive => "The login already holds this perpetual plan",
         }
     }
 
@@ -250,6 +262,14 @@ impl ErrorCode {
             }
             Self::InternalError => {
                 "An unexpected error; the outcome is unknown: retry with the same idempotency key."
+            }
+            Self::LicenseNotFound => {
+                "No license of this account has this id (unknown, malformed or another \
+                 reseller's)."
+            }
+            Self::LicenseAlreadyActive => {
+                "The login already holds an unrevoked license of this perpetual plan; nothing \
+                 was charged or redeemed, and nothing was stored under the idempotency key."
             }
         }
     }

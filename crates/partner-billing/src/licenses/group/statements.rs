@@ -27,6 +27,16 @@ pub(super) struct GroupRead {
     pub(super) endpoints: Vec<(i64, i64, String)>,
     /// Low-balance thresholds by (account, plan).
     pub(super) thresholds: HashMap<(i64, i64), i64>,
+    /// Where each (user, plan) chain of the group ends: `until_utc` of its `subscriptions`
+    /// row (NULL: a perpetual license held); a pair without a row is absent.
+    pub(super) heads: HashMap<(i64, i64), Option<i64>>,
+}
+
+/// One (login, plan) pair of the group, for the read of its chain row.
+#[derive(serde::Serialize, PartialEq, Eq, PartialOrd, Ord)]
+struct ChainKey<'a> {
+    login: &'a str,
+    plan: i64,
 }
 
 /// How the group's read treats the balance rows it reads.
@@ -44,13 +54,18 @@ pub(super) enum Lock {
 /// estimate the planner probes each table's index once per element instead of hashing a scan
 /// of the whole table.
 macro_rules! postgres_group_read {
-    ($lock:literal) => {
+    ($lock:literal, $lock_chains:literal) => {
         concat!(
             "WITH bal AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining \
              FROM small_json_array($3::json) AS j JOIN balances b \
              ON b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
              ORDER BY b.account_id, b.plan_id",
             $lock,
+            "), chain AS MATERIALIZED (SELECT s.user_id, s.plan_id, s.until_utc \
+             FROM small_json_array($5::json) AS j JOIN users u ON u.login = j->>'login' \
+             JOIN subscriptions s ON s.user_id = u.id AND s.plan_id = (j->>'plan')::bigint \
+             ORDER BY s.user_id, s.plan_id",
+            $lock_chains,
             ") SELECT 'u' AS kind, u.id AS a, NULL::bigint AS b, NULL::bigint AS c, u.login AS s, \
              NULL::text AS t, NULL::text AS v, NULL::text AS w \
              FROM small_json_array($1::json) AS l JOIN users u ON u.login = l #>> '{}' \
@@ -63,7 +78,8 @@ macro_rules! postgres_group_read {
              ON e.account_id = (j #>> '{}')::bigint AND e.status = 'enabled' \
              UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
              FROM small_json_array($3::json) AS j JOIN balance_alerts a \
-             ON a.account_id = (j->>0)::bigint AND a.plan_id = (j->>1)::bigint"
+             ON a.account_id = (j->>0)::bigint AND a.plan_id = (j->>1)::bigint \
+             UNION ALL SELECT 's', user_id, plan_id, until_utc, NULL, NULL, NULL, NULL FROM chain"
         )
     };
 }
@@ -88,6 +104,13 @@ pub(super) async fn read_group(
         .map(|p| (p.account.account_id, p.plan.id.get()))
         .collect();
     let accounts: BTreeSet<i64> = batch.iter().map(|p| p.account.account_id).collect();
+    let chains: BTreeSet<ChainKey<'_>> = batch
+        .iter()
+        .map(|p| ChainKey {
+            login: p.request.login.as_str(),
+            plan: p.plan.id.get(),
+        })
+        .collect();
     let sql = match (store.backend(), lock) {
         (Backend::Sqlite, _) => {
             "SELECT 'u' AS kind, id AS a, NULL AS b, NULL AS c, login AS s, NULL AS t, NULL AS v, \
@@ -103,10 +126,16 @@ pub(super) async fn read_group(
              WHERE account_id IN (SELECT value FROM json_each($4)) AND status = 'enabled' \
              UNION ALL SELECT 't', a.account_id, a.plan_id, a.low_balance_threshold, NULL, NULL, NULL, NULL \
              FROM json_each($3) AS j JOIN balance_alerts a ON a.account_id = json_extract(j.value, '$[0]') \
-             AND a.plan_id = json_extract(j.value, '$[1]')"
+             AND a.plan_id = json_extract(j.value, '$[1]') \
+             UNION ALL SELECT 's', s.user_id, s.plan_id, s.until_utc, NULL, NULL, NULL, NULL \
+             FROM json_each($5) AS j JOIN users u ON u.login = json_extract(j.value, '$.login') \
+             JOIN subscriptions s ON s.user_id = u.id AND s.plan_id = json_extract(j.value, '$.plan')"
         }
-        (Backend::Postgres, Lock::None) => postgres_group_read!(""),
-        (Backend::Postgres, Lock::ForUpdate) => postgres_group_read!(" FOR UPDATE OF b"),
+        (Backend::Postgres, Lock::None) => postgres_group_read!("", ""),
+        // Balances first, then chains: the order every license write locks them in.
+        (Backend::Postgres, Lock::ForUpdate) => {
+            postgres_group_read!(" FOR UPDATE OF b", " FOR UPDATE OF s")
+        }
     };
     type Row = (
         String,
@@ -123,6 +152,7 @@ pub(super) async fn read_group(
         .bind(json_param(&keys)?)
         .bind(json_param(&rows)?)
         .bind(json_param(&accounts)?)
+        .bind(json_param(&chains)?)
         .fetch_all(&mut *conn)
         .await?;
     let missing = || Error::Internal("a group read row is incomplete".to_owned());
@@ -153,6 +183,9 @@ pub(super) async fn read_group(
                 read.thresholds
                     .insert((a, b.ok_or_else(missing)?), c.ok_or_else(missing)?);
             }
+            "s" => {
+                read.heads.insert((a, b.ok_or_else(missing)?), c);
+            }
             _ => return Err(Error::Internal("a group read row of no kind".to_owned())),
         }
     }
@@ -166,7 +199,9 @@ pub(super) async fn read_group(
 /// it takes the advisory lock of every key it records ($12; already held under the locked
 /// path), so a key another replica is working on stops it. The ledger entries wait for the
 /// balance updates (and their row locks), so a balance's entries take ids in the order their
-/// writers commit.
+/// writers commit. The chains' rows ($13) are moved only where they still end where they
+/// were read to, or inserted only where no row has appeared since; with $14 of them moved or
+/// inserted, no other writer has stacked a license on a chain the group decided on.
 const POSTGRES_GROUP_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and( \
      pg_try_advisory_xact_lock(hashtextextended(k, 0))), true) AS ok \
      FROM json_array_elements_text($12::json) AS k), \
@@ -174,15 +209,26 @@ const POSTGRES_GROUP_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and( \
      FROM small_json_array($1::json) AS j \
      WHERE b.account_id = (j->>0)::bigint AND b.plan_id = (j->>1)::bigint \
      AND b.remaining = (j->>2)::bigint AND (SELECT ok FROM held) RETURNING 1), \
+     chain_upd AS (UPDATE subscriptions AS s SET until_utc = (j->>'after')::bigint \
+     FROM small_json_array($13::json) AS j WHERE (j->>'existed')::boolean \
+     AND s.user_id = (j->>'user_id')::bigint AND s.plan_id = (j->>'plan_id')::bigint \
+     AND s.until_utc IS NOT DISTINCT FROM (j->>'before')::bigint \
+     AND (SELECT count(*) FROM upd) = $7 RETURNING 1), \
+     chain_ins AS (INSERT INTO subscriptions (user_id, plan_id, until_utc) \
+     SELECT (j->>'user_id')::bigint, (j->>'plan_id')::bigint, (j->>'after')::bigint \
+     FROM json_array_elements($13::json) AS j WHERE NOT (j->>'existed')::boolean \
+     AND (SELECT count(*) FROM upd) = $7 \
+     ON CONFLICT (user_id, plan_id) DO NOTHING RETURNING 1), \
      led AS (INSERT INTO ledger_entries \
      (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
      SELECT (j->>0)::bigint, (j->>1)::bigint, 'license', (j->>2)::bigint, (j->>3)::bigint, \
      j->>4, NULL, j->>5, $6 FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
      WHERE (SELECT count(*) FROM upd) = $7 ORDER BY t.n RETURNING 1), \
      lic AS (INSERT INTO licenses \
-     (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-     SELECT j->>0, (j->>1)::bigint, (j->>2)::bigint, (j->>3)::bigint, 'direct', $6, \
-     (j->>4)::bigint FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) \
+     (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
+     SELECT j->>'license_id', (j->>'user_id')::bigint, (j->>'plan_id')::bigint, \
+     (j->>'account_id')::bigint, 'direct', $6, (j->>'starts_utc')::bigint, \
+     (j->>'expires_utc')::bigint FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) \
      ORDER BY t.n RETURNING 1), \
      rec AS (INSERT INTO idempotency_records \
      (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
@@ -200,7 +246,8 @@ const POSTGRES_GROUP_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and( \
      ORDER BY ev.id, e.n RETURNING 1) \
      SELECT group_rows_written((SELECT count(*) FROM upd) = $7 \
      AND (SELECT count(*) FROM led) = $8 AND (SELECT count(*) FROM lic) = $9 \
-     AND (SELECT count(*) FROM rec) = $10 AND (SELECT count(*) FROM msg) = $11)";
+     AND (SELECT count(*) FROM rec) = $10 AND (SELECT count(*) FROM msg) = $11 \
+     AND (SELECT count(*) FROM chain_upd) + (SELECT count(*) FROM chain_ins) = $14)";
 
 /// The rows a group writes, built once; one statement on PostgreSQL, one per table on SQLite.
 pub(super) struct Writes<'a> {
@@ -213,6 +260,48 @@ pub(super) struct Writes<'a> {
     pub(super) events: Vec<(i64, EventData, Vec<i64>)>,
     /// The advisory lock names of the recorded keys.
     lock_names: Vec<String>,
+    /// Where each chain the group stacked on ends now.
+    chains: Vec<ChainWrite>,
+}
+
+/// A chain row the group moves: where it ended when read (`existed` false: no row yet), and
+/// where it ends after the group's licenses.
+#[derive(Debug, serde::Serialize)]
+struct ChainWrite {
+    user_id: i64,
+    plan_id: i64,
+    existed: bool,
+    before: Option<i64>,
+    after: Option<i64>,
+}
+
+impl ChainWrite {
+    /// One per (user, plan) the charges stack on, in charge order: the last one's end wins.
+    fn for_charges(batch: &[Pending], read: &GroupRead, charges: &[Charge]) -> Vec<Self> {
+        let mut chains: Vec<Self> = Vec::new();
+        for charge in charges {
+            let plan_id = batch[charge.index].plan.id.get();
+            let after = charge.license.expires_utc;
+            match chains
+                .iter_mut()
+                .find(|c| c.user_id == charge.user_id && c.plan_id == plan_id)
+            {
+                Some(chain) => chain.after = after,
+                None => {
+                    let read_end = read.heads.get(&(charge.user_id, plan_id));
+                    chains.push(Self {
+                        user_id: charge.user_id,
+                        plan_id,
+                        existed: read_end.is_some(),
+                        before: read_end.copied().flatten(),
+                        after,
+                    });
+                }
+            }
+        }
+        chains.sort_by_key(|c| (c.user_id, c.plan_id));
+        chains
+    }
 }
 
 impl<'a> Writes<'a> {
@@ -292,6 +381,7 @@ impl<'a> Writes<'a> {
             records,
             events,
             lock_names,
+            chains: ChainWrite::for_charges(batch, read, charges),
         })
     }
 
@@ -306,6 +396,16 @@ impl<'a> Writes<'a> {
     ) -> Result<()> {
         quota::debit_many(tx, &self.balances, &self.debits, EntryKind::License, now).await?;
         insert_licenses(tx, batch, charges, now).await?;
+        // Under SQLite's one write lock nothing moved since the read.
+        sqlx::query(
+            "INSERT INTO subscriptions (user_id, plan_id, until_utc) \
+             SELECT json_extract(value, '$.user_id'), json_extract(value, '$.plan_id'), \
+             json_extract(value, '$.after') FROM json_each($1) WHERE true \
+             ON CONFLICT (user_id, plan_id) DO UPDATE SET until_utc = excluded.until_utc",
+        )
+        .bind(json_param(&self.chains)?)
+        .execute(&mut **tx)
+        .await?;
         events::insert_events(store, tx, &self.events).await?;
         idempotency::record_many(tx, &self.records, now).await
     }
@@ -349,6 +449,8 @@ impl<'a> Writes<'a> {
             .bind(count(self.records.len()))
             .bind(count(messages))
             .bind(json_param(&self.lock_names)?)
+            .bind(json_param(&self.chains)?)
+            .bind(count(self.chains.len()))
             .execute(&mut *conn)
             .await;
         match written {
@@ -385,9 +487,10 @@ async fn insert_licenses(
     now: i64,
 ) -> Result<()> {
     let rows = license_rows(batch, charges);
-    let sql = "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), \
-             json_extract(value, '$[3]'), 'direct', $2, json_extract(value, '$[4]') \
+    let sql = "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
+             SELECT json_extract(value, '$.license_id'), json_extract(value, '$.user_id'), \
+             json_extract(value, '$.plan_id'), json_extract(value, '$.account_id'), 'direct', $2, \
+             json_extract(value, '$.starts_utc'), json_extract(value, '$.expires_utc') \
              FROM json_each($1) ORDER BY key";
     sqlx::query(sql)
         .bind(json_param(&rows)?)
@@ -397,22 +500,31 @@ async fn insert_licenses(
     Ok(())
 }
 
-/// The licenses' rows: id, user, plan, account, expiry.
-fn license_rows<'a>(
-    batch: &[Pending],
-    charges: &'a [Charge],
-) -> Vec<(&'a str, i64, i64, i64, Option<i64>)> {
+/// One license row the group inserts, by name.
+#[derive(serde::Serialize)]
+struct LicenseRow<'a> {
+    license_id: &'a str,
+    user_id: i64,
+    plan_id: i64,
+    account_id: i64,
+    starts_utc: i64,
+    expires_utc: Option<i64>,
+}
+
+/// The licenses' rows, in charge order.
+fn license_rows<'a>(batch: &[Pending], charges: &'a [Charge]) -> Vec<LicenseRow<'a>> {
     charges
         .iter()
         .map(|c| {
             let pending = &batch[c.index];
-            (
-                c.license.license_id.as_str(),
-                c.user_id,
-                pending.plan.id.get(),
-                pending.account.account_id,
-                c.license.expires_utc,
-            )
+            LicenseRow {
+                license_id: c.license.license_id.as_str(),
+                user_id: c.user_id,
+                plan_id: pending.plan.id.get(),
+                account_id: pending.account.account_id,
+                starts_utc: c.license.starts_utc,
+                expires_utc: c.license.expires_utc,
+            }
         })
         .collect()
 }
