@@ -90,12 +90,12 @@ fn fixture() -> &'static Fixture {
             let client_id = accounts::create_reseller(
                 &store,
                 "Fuzz Resale",
-                Password::parse("password", password).expect("password"),
+                Password::parse("password", password).expect("password"), &partner_billing::audit::Origin::cli(),
             )
             .await
             .expect("create reseller");
             let session =
-                accounts::create_session(&store, client_id.as_str(), Password::presented(password))
+                accounts::create_session(&store, client_id.as_str(), Password::presented(password), None)
                     .await
                     .expect("panel session");
             let account = accounts::authenticate_session(
@@ -104,10 +104,10 @@ fn fixture() -> &'static Fixture {
             )
             .await
             .expect("session works");
-            let key = keys::create_api_key(&store, account.account_id, Some("fuzz"))
+            let key = keys::create_api_key(&store, account.account_id, Some("fuzz"), &partner_billing::audit::Origin::cli())
                 .await
                 .expect("create key");
-            let operator = operators::create_operator_token(&store, "fuzz")
+            let operator = operators::create_operator_token(&store, "fuzz", &partner_billing::audit::Origin::cli())
                 .await
                 .expect("operator token");
             (

@@ -278,16 +278,20 @@ impl TestApp {
     pub async fn plan_with_days(&self, slug: &str, days: Option<i64>) {
         let slug = PlanSlug::parse("slug", slug).expect("slug");
         let plan = NewPlan::new(slug, "Test plan", days, None, None).expect("plan");
-        plans::create_plan(&self.store, plan)
+        plans::create_plan(&self.store, plan, &partner_billing::audit::Origin::cli())
             .await
             .expect("create plan");
     }
 
     /// Registers an end-user login.
     pub async fn user(&self, login: &str) {
-        plans::add_user(&self.store, &Login::parse("login", login).expect("login"))
-            .await
-            .expect("add user");
+        plans::add_user(
+            &self.store,
+            &Login::parse("login", login).expect("login"),
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .expect("add user");
     }
 
     /// Creates a reseller, logs in to the panel over HTTP and creates one API key.
@@ -297,6 +301,7 @@ impl TestApp {
             &self.store,
             "Acme Resale",
             Password::parse("password", &password).unwrap(),
+            &partner_billing::audit::Origin::cli(),
         )
         .await
         .expect("create reseller");
@@ -329,10 +334,14 @@ impl TestApp {
     pub async fn credit(&self, reseller: &Reseller, plan: &str, units: i64) {
         quota::credit(
             &self.store,
-            &ClientId::parse("clientId", &reseller.client_id).unwrap(),
-            &PlanSlug::parse("plan", plan).unwrap(),
-            units,
-            "test credit",
+            &partner_billing::quota::Correction {
+                client_id: &ClientId::parse("clientId", &reseller.client_id).unwrap(),
+                plan: &PlanSlug::parse("plan", plan).unwrap(),
+                units,
+                reason: "test credit",
+                reference: None,
+            },
+            &partner_billing::audit::Origin::cli(),
         )
         .await
         .expect("credit");

@@ -29,14 +29,14 @@ impl TestApp {
             code_validity_days,
         )
         .expect("plan");
-        plans::create_plan(&self.store, plan)
+        plans::create_plan(&self.store, plan, &partner_billing::audit::Origin::cli())
             .await
             .expect("create plan");
     }
 
     /// Creates an operator token for the product API; returns its plaintext (`rso_…`).
     pub async fn operator_token(&self, name: &str) -> String {
-        operators::create_operator_token(&self.store, name)
+        operators::create_operator_token(&self.store, name, &partner_billing::audit::Origin::cli())
             .await
             .expect("create operator token")
             .token

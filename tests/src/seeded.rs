@@ -47,17 +47,37 @@ impl SeededDatabase {
         let store = Store::connect(&url, Clock::system()).await.unwrap();
         let pro = PlanSlug::parse("slug", "pro").unwrap();
         let plan = NewPlan::new(pro.clone(), "Pro", None, None, None).unwrap();
-        plans::create_plan(&store, plan).await.unwrap();
-        plans::add_user(&store, &Login::parse("login", "alice").unwrap())
+        plans::create_plan(&store, plan, &partner_billing::audit::Origin::cli())
             .await
             .unwrap();
-        let client_id =
-            accounts::create_reseller(&store, name, Password::parse("p", password).unwrap())
-                .await
-                .unwrap();
-        quota::credit(&store, &client_id, &pro, credit, "seeded for the test")
-            .await
-            .unwrap();
+        plans::add_user(
+            &store,
+            &Login::parse("login", "alice").unwrap(),
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
+        let client_id = accounts::create_reseller(
+            &store,
+            name,
+            Password::parse("p", password).unwrap(),
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
+        quota::credit(
+            &store,
+            &partner_billing::quota::Correction {
+                client_id: &client_id,
+                plan: &pro,
+                units: credit,
+                reason: "seeded for the test",
+                reference: None,
+            },
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
         store.close().await;
         Self {
             url,

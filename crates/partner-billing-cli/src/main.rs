@@ -15,6 +15,7 @@ mod keys;
 mod output;
 mod partner;
 mod promo;
+mod reads;
 mod session;
 mod webhooks;
 
@@ -58,6 +59,10 @@ enum Command {
     License(partner::LicenseArgs),
     /// Promo codes (API key from the environment).
     Promo(promo::PromoArgs),
+    /// Shows the account's ledger, oldest first (API key from the environment).
+    Ledger(reads::LedgerArgs),
+    /// What became of a write, by its idempotency key (API key from the environment).
+    Request(reads::RequestArgs),
     /// Manages the account's API keys through a reseller panel session.
     Keys(keys::KeysArgs),
     /// Manages webhook endpoints through a reseller panel session.
@@ -99,6 +104,14 @@ fn main() -> ExitCode {
             Command::Promo(args) => {
                 let base_url = args.remote.resolve(cli.base_url);
                 promo::run(&base_url, args.command, out).await
+            }
+            Command::Ledger(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                reads::ledger(&base_url, args, out).await
+            }
+            Command::Request(args) => {
+                let base_url = args.remote.resolve(cli.base_url);
+                reads::request(&base_url, args, out).await
             }
             Command::Keys(args) => {
                 let base_url = args.panel.remote.resolve(cli.base_url);

@@ -1,5 +1,4 @@
-//! Reseller commands with an API key: `balance`, `license issue` and `license revoke`, through
-//! the SDK
+//! Reseller commands with an API key: `balance` and `license issue`, through the SDK
 //! (`promo generate` lives in `promo.rs`).
 
 use std::process::ExitCode;
@@ -7,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 use partner_billing::domain::{ClientId, IdempotencyKey, Login, PlanSlug};
-use partner_billing::wire::{License, ResellerLicense};
+use partner_billing::wire::{License, LicenseRecord};
 use partner_billing_client::{Credentials, PartnerClient};
 use serde::Serialize;
 
@@ -54,6 +53,10 @@ pub enum LicenseCommand {
         #[command(flatten)]
         auth: ClientIdOpt,
     },
+    /// Lists the account's licenses, newest first, one page at a time.
+    List(crate::reads::LicenseListArgs),
+    /// Shows one of the account's licenses.
+    Show(crate::reads::LicenseShowArgs),
     /// Revokes one of the account's licenses (issued by it or redeemed from its codes); the
     /// login's later licenses of the plan move earlier by the unused time. No unit comes back.
     Revoke {
@@ -119,24 +122,8 @@ pub(crate) fn write_failure(
     }
 }
 
-pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
-    match cmd {
-        LicenseCommand::Issue {
-            plan,
-            login,
-            idempotency_key,
-            auth,
-        } => issue(base_url, plan, login, idempotency_key, auth, out).await,
-        LicenseCommand::Revoke { license_id, auth } => {
-            let license = client(base_url, auth)?.revoke_license(&license_id).await?;
-            out.emit(&license, || license_fields(&license))?;
-            Ok(ExitCode::SUCCESS)
-        }
-    }
-}
-
 /// A license as the reseller sees it, one `name: value` line per member.
-pub(crate) fn license_fields(license: &ResellerLicense) -> String {
+fn license_fields(license: &LicenseRecord) -> String {
     fields(&[
         ("licenseId", license.license_id.clone()),
         ("plan", license.plan_slug.clone()),
@@ -150,14 +137,22 @@ pub(crate) fn license_fields(license: &ResellerLicense) -> String {
     ])
 }
 
-async fn issue(
-    base_url: &str,
-    plan: PlanSlug,
-    login: Login,
-    idempotency_key: Option<IdempotencyKey>,
-    auth: ClientIdOpt,
-    out: Output,
-) -> Result<ExitCode> {
+pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
+    let (plan, login, idempotency_key, auth) = match cmd {
+        LicenseCommand::Issue {
+            plan,
+            login,
+            idempotency_key,
+            auth,
+        } => (plan, login, idempotency_key, auth),
+        LicenseCommand::List(args) => return crate::reads::license_list(base_url, args, out).await,
+        LicenseCommand::Show(args) => return crate::reads::license_show(base_url, args, out).await,
+        LicenseCommand::Revoke { license_id, auth } => {
+            let license = client(base_url, auth)?.revoke_license(&license_id).await?;
+            out.emit(&license, || license_fields(&license))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
     let client = client(base_url, auth)?;
     // Chosen here, not in the SDK, so that a failed run can print it for the retry.
     let key = idempotency_key.unwrap_or_else(IdempotencyKey::generate);

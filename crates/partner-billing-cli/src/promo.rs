@@ -21,7 +21,7 @@ use crate::partner::{ClientIdOpt, client, write_failure};
 const RECOVERY_WINDOW_SECS: i64 = 72 * 3600;
 
 /// The header row of the `--out` CSV file.
-const CSV_HEADER: &str = "code,batch_id,order_public_id,plan_slug";
+const CSV_HEADER: [&str; 4] = ["code", "batch_id", "order_public_id", "plan_slug"];
 
 const GENERATE_HELP: &str = "\
 Costs one unit of the plan per code, charged when the batch is generated (not on redemption);
@@ -74,6 +74,13 @@ pub enum PromoCommand {
         #[command(flatten)]
         auth: ClientIdOpt,
     },
+    /// Lists the account's promo batches, newest first: counts, never a code.
+    List(crate::reads::PromoListArgs),
+    /// Voids a whole batch: its codes redeem no more; nothing is refunded.
+    Void(crate::reads::PromoVoidArgs),
+    /// Voids listed codes (one per line, or the CSV `promo generate --out` writes) from
+    /// --file or standard input; codes that are not this account's are listed back.
+    VoidCodes(crate::reads::PromoVoidCodesArgs),
 }
 
 /// A batch with the idempotency key it was generated under (stdout, `--json`).
@@ -102,13 +109,20 @@ struct WrittenBatch<'a> {
 }
 
 pub async fn run(base_url: &str, cmd: PromoCommand, out: Output) -> Result<ExitCode> {
-    let PromoCommand::Generate {
-        plan,
-        count,
-        idempotency_key,
-        out: out_path,
-        auth,
-    } = cmd;
+    let (plan, count, idempotency_key, out_path, auth) = match cmd {
+        PromoCommand::Generate {
+            plan,
+            count,
+            idempotency_key,
+            out: out_path,
+            auth,
+        } => (plan, count, idempotency_key, out_path, auth),
+        PromoCommand::List(args) => return crate::reads::promo_list(base_url, args, out).await,
+        PromoCommand::Void(args) => return crate::reads::promo_void(base_url, args, out).await,
+        PromoCommand::VoidCodes(args) => {
+            return crate::reads::promo_void_codes(base_url, args, out).await;
+        }
+    };
     let client = client(base_url, auth)?;
     // Chosen here, not in the SDK, so that a failed run can print it for the retry.
     let key = idempotency_key.unwrap_or_else(IdempotencyKey::generate);
@@ -320,33 +334,20 @@ fn write_csv(file: File, batch: &PromoBatch) -> io::Result<()> {
     writer.get_ref().sync_all()
 }
 
-/// The CSV text: the header row, then one row per code.
+/// The CSV text: the header row, then one row per code (the project's one CSV writer).
 fn csv(batch: &PromoBatch) -> String {
-    let mut text = String::with_capacity(64 * (batch.codes.len() + 1));
-    text.push_str(CSV_HEADER);
-    text.push('\n');
+    use partner_billing::csv::{Cell, line};
+    let mut bytes = Vec::with_capacity(64 * (batch.codes.len() + 1));
+    bytes.extend(line(&CSV_HEADER.map(Cell::Text)));
     for PromoCode { code } in &batch.codes {
-        let row = [
-            code.as_str(),
-            &batch.batch_id,
-            &batch.order_public_id,
-            &batch.plan_slug,
-        ]
-        .map(csv_field)
-        .join(",");
-        text.push_str(&row);
-        text.push('\n');
+        bytes.extend(line(&[
+            Cell::Text(code),
+            Cell::Text(&batch.batch_id),
+            Cell::Text(&batch.order_public_id),
+            Cell::Text(&batch.plan_slug),
+        ]));
     }
-    text
-}
-
-/// One CSV field, quoted (RFC 4180) when it holds a comma, a quote or a line break.
-fn csv_field(value: &str) -> String {
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value.to_owned()
-    }
+    String::from_utf8(bytes).unwrap_or_default()
 }
 
 #[cfg(test)]

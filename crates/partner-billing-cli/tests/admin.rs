@@ -317,3 +317,99 @@ fn purge_on_a_fresh_database_drops_nothing() {
     assert_success(&out, &["purge"]);
     assert_eq!(text(&out.stdout), "purged 0 expired recovery payloads\n");
 }
+
+#[test]
+fn corrections_and_the_audit_log_through_the_binary() {
+    let dir = TempDir::new("admin");
+    let cli = Cli::new(&dir.0);
+    cli.json(&["plan", "create", "--slug", "pro", "--name", "Pro"]);
+    let created = cli.json_with_stdin(
+        &["reseller", "create", "--name", "Acme", "--password-stdin"],
+        "correct horse battery\n",
+    );
+    let client_id = created["clientId"].as_str().unwrap().to_owned();
+    let credit = |units: &str, reference: &str| {
+        vec![
+            "quota",
+            "credit",
+            "--client-id",
+            client_id.as_str(),
+            "--plan",
+            "pro",
+            "--units",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([units.to_owned()])
+        .chain(["--reason", "top-up", "--reference"].map(str::to_owned))
+        .chain([reference.to_owned()])
+        .collect::<Vec<String>>()
+    };
+    let args = credit("1000", "inv-1");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let first = cli.json(&args);
+    assert_eq!(
+        first,
+        serde_json::json!({"productSlug": "pro", "remainingBalance": 1000, "replayed": false})
+    );
+    let again = cli.json(&args);
+    assert_eq!(again["replayed"], true);
+    assert_eq!(again["remainingBalance"], 1000);
+    let other = credit("100", "inv-1");
+    let other: Vec<&str> = other.iter().map(String::as_str).collect();
+    assert_one_line_error(&cli.run(&other), "reference");
+
+    // `--units -900` as two words; below zero refused.
+    let adjust = |units: &str| {
+        cli.run(&[
+            "--json",
+            "quota",
+            "adjust",
+            "--client-id",
+            &client_id,
+            "--plan",
+            "pro",
+            "--units",
+            units,
+            "--reason",
+            "meant 100, not 1000",
+        ])
+    };
+    let out = adjust("-900");
+    assert_success(&out, &["quota adjust --units -900"]);
+    assert_eq!(one_json_object(&out.stdout)["remainingBalance"], 100);
+    assert_one_line_error(&adjust("-101"), "insufficient quota");
+    let ledger = cli.json(&["quota", "ledger", "--client-id", &client_id]);
+    assert_eq!(ledger["entries"][1]["kind"], "adjustment");
+    assert_eq!(ledger["entries"][1]["delta"], -900);
+    assert_eq!(cli.json(&["audit", "verify"])["ok"], true);
+
+    // The trail, newest first, with the OS user as the actor.
+    let log = cli.json(&["audit", "log", "--client-id", &client_id]);
+    let actions: Vec<&str> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["quota.adjusted", "quota.credited", "account.created"]
+    );
+    assert!(
+        log["entries"][0]["actor"]
+            .as_str()
+            .unwrap()
+            .starts_with("cli:")
+    );
+    assert_eq!(log["entries"][0]["sourceAddress"], Value::Null);
+    assert_eq!(log["entries"][0]["details"]["units"], -900);
+    let limited = cli.json(&["audit", "log", "--limit", "1"]);
+    assert_eq!(limited["entries"].as_array().unwrap().len(), 1);
+    let far_future = cli.json(&["audit", "log", "--since", "99999999999"]);
+    assert_eq!(far_future["entries"], serde_json::json!([]));
+    let text = cli.run(&["audit", "log"]);
+    assert_success(&text, &["audit log"]);
+    assert!(common::text(&text.stdout).contains("quota.adjusted"));
+    assert_one_line_error(&cli.run(&["audit", "log", "--limit", "0"]), "limit");
+}

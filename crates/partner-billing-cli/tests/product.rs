@@ -101,27 +101,44 @@ fn set_up_batch(dir: &Path) -> (Vec<String>, String) {
         plans::create_plan(
             &store,
             NewPlan::new(slug.clone(), "Pro", Some(30), Some(2), None).unwrap(),
+            &partner_billing::audit::Origin::cli(),
         )
         .await
         .unwrap();
-        plans::add_user(&store, &Login::parse("login", "alice").unwrap())
-            .await
-            .unwrap();
+        plans::add_user(
+            &store,
+            &Login::parse("login", "alice").unwrap(),
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
         let password = "correct horse battery";
         let client_id = accounts::create_reseller(
             &store,
             "Acme",
             Password::parse("password", password).unwrap(),
+            &partner_billing::audit::Origin::cli(),
         )
         .await
         .unwrap();
-        quota::credit(&store, &client_id, &slug, 10, "test")
-            .await
-            .unwrap();
+        quota::credit(
+            &store,
+            &partner_billing::quota::Correction {
+                client_id: &client_id,
+                plan: &slug,
+                units: 10,
+                reason: "test",
+                reference: None,
+            },
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
         let session = accounts::create_session(
             &store,
             client_id.as_str(),
             Password::parse("password", password).unwrap(),
+            None,
             None,
         )
         .await
@@ -130,9 +147,14 @@ fn set_up_batch(dir: &Path) -> (Vec<String>, String) {
             accounts::authenticate_session(&store, &Secret::from_presented(session.session_token))
                 .await
                 .unwrap();
-        let api_key = keys::create_api_key(&store, panel.account_id, Some("test"))
-            .await
-            .unwrap();
+        let api_key = keys::create_api_key(
+            &store,
+            panel.account_id,
+            Some("test"),
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
         let account = keys::authenticate_api_key(
             &store,
             &api_key.client_id,

@@ -119,6 +119,15 @@ pub enum Error {
     /// charged, and a retry under the same key runs again.
     #[error("License.AlreadyActive: {}", problem.detail)]
     LicenseAlreadyActive { problem: Box<Problem> },
+    /// `404 Reseller.RequestNotFound`: no record of a request with this idempotency key.
+    #[error("Reseller.RequestNotFound: {}", problem.detail)]
+    RequestNotFound { problem: Box<Problem> },
+    /// `404 Reseller.PromoBatchNotFound`: no promo batch of this account has this id.
+    #[error("Reseller.PromoBatchNotFound: {}", problem.detail)]
+    PromoBatchNotFound { problem: Box<Problem> },
+    /// `410 Promo.CodeVoided`: the code, or its batch, was voided by its reseller.
+    #[error("Promo.CodeVoided: {}", problem.detail)]
+    CodeVoided { problem: Box<Problem> },
     /// A problem body whose `code` this version of the SDK does not know (a newer server).
     #[error("{} (HTTP {}): {}", problem.code, problem.status, problem.detail)]
     UnrecognizedProblem { problem: Box<Problem> },
@@ -195,6 +204,9 @@ impl Error {
             ErrorCode::InternalError => Self::InternalError { problem },
             ErrorCode::LicenseNotFound => Self::LicenseNotFound { problem },
             ErrorCode::LicenseAlreadyActive => Self::LicenseAlreadyActive { problem },
+            ErrorCode::RequestNotFound => Self::RequestNotFound { problem },
+            ErrorCode::PromoBatchNotFound => Self::PromoBatchNotFound { problem },
+            ErrorCode::CodeVoided => Self::CodeVoided { problem },
         }
     }
 
@@ -227,6 +239,9 @@ impl Error {
             Self::InternalError { .. } => ErrorCode::InternalError,
             Self::LicenseNotFound { .. } => ErrorCode::LicenseNotFound,
             Self::LicenseAlreadyActive { .. } => ErrorCode::LicenseAlreadyActive,
+            Self::RequestNotFound { .. } => ErrorCode::RequestNotFound,
+            Self::PromoBatchNotFound { .. } => ErrorCode::PromoBatchNotFound,
+            Self::CodeVoided { .. } => ErrorCode::CodeVoided,
             Self::UnrecognizedProblem { .. }
             | Self::Unauthorized
             | Self::Transport(_)
@@ -265,6 +280,9 @@ impl Error {
             | Self::InternalError { problem }
             | Self::LicenseNotFound { problem }
             | Self::LicenseAlreadyActive { problem }
+            | Self::RequestNotFound { problem }
+            | Self::PromoBatchNotFound { problem }
+            | Self::CodeVoided { problem }
             | Self::UnrecognizedProblem { problem } => Some(problem),
             Self::Unauthorized
             | Self::Transport(_)

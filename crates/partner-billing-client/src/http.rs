@@ -25,6 +25,8 @@ pub(crate) struct Call<'a> {
     pub method: Method,
     /// Path segments after the base URL, each percent-encoded on its own.
     pub path: &'a [&'a str],
+    /// Query parameters (name, value), percent-encoded; empty for none.
+    pub query: Vec<(&'static str, String)>,
     /// Authentication headers.
     pub headers: HeaderMap,
     /// A JSON body, serialised once so every attempt sends the same bytes.
@@ -148,11 +150,14 @@ impl Transport {
         self.base_url.as_str()
     }
 
-    fn url(&self, path: &[&str]) -> Url {
+    fn url(&self, path: &[&str], query: &[(&'static str, String)]) -> Url {
         let mut url = self.base_url.clone();
         // Cannot fail: the scheme was checked to be http(s), which always has a path.
         if let Ok(mut segments) = url.path_segments_mut() {
             segments.pop_if_empty().extend(path);
+        }
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
         }
         url
     }
@@ -160,8 +165,8 @@ impl Transport {
     /// Sends the call, retrying within the policy, and returns the first success or the last
     /// error.
     pub async fn execute(&self, call: &Call<'_>) -> Result<Reply, Error> {
-        let url = self.url(call.path);
-        let attempts = self.policy.attempts();
+        let url = self.url(call.path, &call.query);
+        let started = tokio::time::Instant::now();
         let mut attempt = 1;
         loop {
             let failure = match self.attempt(&url, call).await {
@@ -172,10 +177,15 @@ impl Transport {
                 Resend::WhenRetryable => failure.error.is_retryable(),
                 Resend::OnlyIfUnsent => failure.unsent,
             };
-            if attempt >= attempts || !may_resend {
+            if !may_resend {
                 return Err(failure.error);
             }
-            let delay = self.policy.delay(attempt, failure.error.retry_after());
+            let Some(delay) =
+                self.policy
+                    .next_retry(attempt, started.elapsed(), failure.error.retry_after())
+            else {
+                return Err(failure.error);
+            };
             tracing::debug!(
                 method = %call.method,
                 path = url.path(),
@@ -278,15 +288,21 @@ mod tests {
         let transport = Transport::new("http://127.0.0.1:8080", PlainHttp::LoopbackOnly).unwrap();
         assert_eq!(
             transport
-                .url(&["v1", "billing", "partner", "balances"])
+                .url(&["v1", "billing", "partner", "balances"], &[])
                 .as_str(),
             "http://127.0.0.1:8080/v1/billing/partner/balances"
         );
         let transport =
             Transport::new("https://example.com/prefix/", PlainHttp::LoopbackOnly).unwrap();
         assert_eq!(
-            transport.url(&["v1", "keys", "../a b/?"]).as_str(),
+            transport.url(&["v1", "keys", "../a b/?"], &[]).as_str(),
             "https://example.com/prefix/v1/keys/..%2Fa%20b%2F%3F"
+        );
+        assert_eq!(
+            transport
+                .url(&["v1", "ledger"], &[("cursor", "a+b&c=d".to_owned())])
+                .as_str(),
+            "https://example.com/prefix/v1/ledger?cursor=a%2Bb%26c%3Dd"
         );
     }
 

@@ -67,6 +67,7 @@ mod http;
 mod panel;
 mod partner;
 mod product;
+mod reads;
 mod response;
 mod retry;
 mod webhooks;
@@ -76,16 +77,21 @@ pub use error::{Error, Result};
 pub use panel::PanelClient;
 pub use partner::{Issued, MAX_PROMO_BATCH_COUNT, PartnerClient};
 pub use product::{ProductClient, Registration};
+pub use reads::{LedgerQuery, LicenseQuery, PageQuery};
 pub use retry::RetryPolicy;
 pub use webhooks::{WebhookVerifyError, verify_webhook, verify_webhook_at};
 
 pub use partner_billing::domain::{IdempotencyKey, Secret};
 pub use partner_billing::wire::{
     ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, EndUser, Entitlement, Entitlements,
-    ErrorCode, License, Problem, PromoBatch, PromoCode, RedeemedLicense, ResellerAccount,
-    ResellerLicense, Session, UserLicense, UserLicenses,
+    ErrorCode, License, Problem, PromoBatch, PromoCode, RedeemedLicense, ResellerAccount, Session,
+    UserLicense, UserLicenses,
 };
 pub use partner_billing::wire::{
     CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES, WebhookDelivery,
     WebhookDeliveryList, WebhookEndpoint, WebhookEndpointList, WebhookEvent,
+};
+pub use partner_billing::wire::{
+    LedgerEntryRecord, LedgerPage, LicenseList, LicenseRecord, PromoBatchList, PromoBatchSummary,
+    RequestStatus, VoidPromoCodesResult,
 };

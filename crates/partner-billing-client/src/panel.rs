@@ -114,6 +114,7 @@ impl PanelClient {
         let call = Call {
             method: Method::POST,
             path: &["v1", "billing", "resellers", "sessions"],
+            query: Vec::new(),
             headers: HeaderMap::new(),
             body: Some(body),
             // A spare session is harmless: logging in again is safe.
@@ -282,6 +283,7 @@ impl PanelClient {
         let call = Call {
             method,
             path,
+            query: Vec::new(),
             headers,
             body,
             resend,

@@ -4,7 +4,7 @@ use std::fmt;
 
 use partner_billing::domain::IdempotencyKey;
 use partner_billing::wire::{
-    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch, ResellerLicense,
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, LicenseRecord, PromoBatch,
 };
 use reqwest::Method;
 use reqwest::header::HeaderMap;
@@ -233,31 +233,34 @@ impl PartnerClient {
     /// back. Safe to repeat: revoking again returns the same license, unchanged.
     ///
     /// Errors of note: [`Error::LicenseNotFound`] (unknown, malformed or another reseller's id).
-    pub async fn revoke_license(&self, license_id: &str) -> Result<ResellerLicense> {
+    pub async fn revoke_license(&self, license_id: &str) -> Result<LicenseRecord> {
         let reply = self
-            .send_below(Method::DELETE, &["licenses", license_id], None)
+            .send_to(Method::DELETE, &["licenses", license_id], Vec::new(), None)
             .await?;
         reply.json(&self.sensitive())
     }
 
     /// One call to a partner endpoint, retried within the policy.
     async fn send(&self, method: Method, endpoint: &str, body: Option<Vec<u8>>) -> Result<Reply> {
-        self.send_below(method, &[endpoint], body).await
+        self.send_to(method, &[endpoint], Vec::new(), body).await
     }
 
-    /// One call to the partner endpoint at the path segments `below` (each percent-encoded).
-    async fn send_below(
+    /// One call to the partner endpoint at the path segments `endpoint` (each percent-encoded
+    /// on its own) with a query, retried within the policy.
+    pub(crate) async fn send_to(
         &self,
         method: Method,
-        below: &[&str],
+        endpoint: &[&str],
+        query: Vec<(&'static str, String)>,
         body: Option<Vec<u8>>,
     ) -> Result<Reply> {
         let mut path = PARTNER.to_vec();
-        path.extend_from_slice(below);
+        path.extend_from_slice(endpoint);
         let sensitive = self.sensitive();
         let call = Call {
             method,
             path: &path,
+            query,
             headers: self.auth_headers.clone(),
             body,
             resend: Resend::WhenRetryable,
@@ -267,7 +270,7 @@ impl PartnerClient {
     }
 
     /// Values no error may quote.
-    fn sensitive(&self) -> [&str; 1] {
+    pub(crate) fn sensitive(&self) -> [&str; 1] {
         [self.credentials.secret.expose()]
     }
 }

@@ -209,6 +209,7 @@ impl ProductClient {
         let call = Call {
             method,
             path: &path,
+            query: Vec::new(),
             headers: self.auth_headers.clone(),
             body,
             resend: Resend::WhenRetryable,

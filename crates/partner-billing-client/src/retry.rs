@@ -16,6 +16,11 @@ use rand::Rng;
 /// wait is that many seconds plus up to `initial_backoff` of jitter, still capped at
 /// `max_backoff`.
 ///
+/// Retries stop at `max_attempts`, or when the next wait would end more than `retry_budget`
+/// after the first attempt began, whichever comes first. The default budget (45 s) outlasts a
+/// database failover (a new leader and the service back within 30 s), so a write cut off by
+/// one is retried, with its key, until it lands.
+///
 /// ```
 /// use std::time::Duration;
 /// use partner_billing_client::RetryPolicy;
@@ -35,16 +40,20 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// How long one attempt may take, from connecting to the last byte of the answer.
     pub request_timeout: Duration,
+    /// How long after the first attempt began a retry may still start: no wait is begun that
+    /// would end past it.
+    pub retry_budget: Duration,
 }
 
 impl Default for RetryPolicy {
-    /// 5 attempts, backoff from 200 ms up to 5 s, 30 s per attempt.
+    /// Up to 30 attempts within 45 s, backoff from 200 ms up to 5 s, 30 s per attempt.
     fn default() -> Self {
         Self {
-            max_attempts: 5,
+            max_attempts: 30,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            retry_budget: Duration::from_secs(45),
         }
     }
 }
@@ -78,9 +87,32 @@ impl RetryPolicy {
         self
     }
 
+    /// The same policy with another retry budget (see [`RetryPolicy::retry_budget`]).
+    pub fn with_retry_budget(mut self, budget: Duration) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
     /// Attempts in all, at least one.
     pub(crate) fn attempts(&self) -> u32 {
         self.max_attempts.max(1)
+    }
+
+    /// After failed attempt number `attempt` (1 for the first), `elapsed` after the first
+    /// began, with the server's `Retry-After` if any: the wait before the next attempt, or
+    /// `None` when the policy gives up (attempts or budget used up). Jitter is drawn afresh;
+    /// the SDK's own retry loop asks exactly this.
+    pub fn next_retry(
+        &self,
+        attempt: u32,
+        elapsed: Duration,
+        retry_after: Option<Duration>,
+    ) -> Option<Duration> {
+        if attempt >= self.attempts() {
+            return None;
+        }
+        let delay = self.delay(attempt, retry_after);
+        (elapsed.saturating_add(delay) <= self.retry_budget).then_some(delay)
     }
 
     /// The wait before retry number `retry` (1 for the first retry), with fresh jitter.
@@ -180,6 +212,10 @@ mod tests {
     fn none_means_a_single_attempt() {
         assert_eq!(RetryPolicy::none().attempts(), 1);
         assert_eq!(RetryPolicy::default().with_max_attempts(0).attempts(), 1);
-        assert_eq!(RetryPolicy::default().attempts(), 5);
+        assert_eq!(RetryPolicy::default().attempts(), 30);
+        assert_eq!(
+            RetryPolicy::none().next_retry(1, Duration::ZERO, None),
+            None
+        );
     }
 }

@@ -3,6 +3,9 @@
 //!
 //! Each mock says how often it must be hit (`expect`); the server checks that when it is
 //! dropped, so "not retried" fails the test if the SDK sends the request a second time.
+//!
+//! Over 450 lines on purpose: one scripted server and its helpers, and a row of short
+//! scenarios that read best side by side.
 
 use std::time::Duration;
 
@@ -553,4 +556,71 @@ async fn promo_batch_transport_failures_keep_the_key() {
         seen.iter()
             .all(|request| body(request)["idempotencyKey"] == "batch-key-0005")
     );
+}
+
+/// A database failover as the issue measured it: the service answers 503 with
+/// `Retry-After: 2` for 10 to 14 s. The default budget outlasts it whatever the jitter, with
+/// or without `Retry-After`, and still ends.
+#[test]
+fn the_default_budget_outlasts_a_failover() {
+    let policy = RetryPolicy::default();
+    for retry_after in [None, Some(1), Some(2), Some(5)] {
+        let retry_after = retry_after.map(Duration::from_secs);
+        for answer_time in [Duration::ZERO, Duration::from_millis(50)] {
+            let mut elapsed = answer_time;
+            let mut attempt = 1;
+            while let Some(wait) = policy.next_retry(attempt, elapsed, retry_after) {
+                elapsed += wait + answer_time;
+                attempt += 1;
+            }
+            assert!(
+                elapsed >= Duration::from_secs(30),
+                "gave up after {elapsed:?} and {attempt} attempts (Retry-After {retry_after:?})"
+            );
+            assert!(elapsed <= policy.retry_budget + answer_time, "{elapsed:?}");
+        }
+    }
+}
+
+/// Six `503 Retry-After: 1` in a row (the SDK used to give up after five attempts): the
+/// default policy carries the write through, every attempt with the same key.
+#[tokio::test]
+async fn a_failover_longer_than_five_attempts_is_retried_through() {
+    let server = MockServer::start().await;
+    let mut answers = vec![problem(503, "Service.Unavailable", Some(1)); 6];
+    answers.push(json(200, LICENSE));
+    answer_in_turn(&server, "POST", LICENSES, answers).await;
+    let issued = partner(&server, RetryPolicy::default())
+        .issue_license("pro", "alice", None)
+        .await
+        .unwrap();
+    assert!(!issued.replayed);
+    let seen = received(&server).await;
+    assert_eq!(seen.len(), 7);
+    for request in &seen {
+        assert_eq!(
+            body(request)["idempotencyKey"],
+            issued.idempotency_key.as_str()
+        );
+    }
+}
+
+/// The budget ends the retries even when attempts are left.
+#[tokio::test]
+async fn retries_stop_at_the_budget() {
+    let server = MockServer::start().await;
+    answer_times(
+        &server,
+        "GET",
+        BALANCES,
+        problem(503, "Service.Unavailable", Some(1)),
+        2,
+    )
+    .await;
+    let policy = quick()
+        .with_backoff(Duration::from_millis(5), Duration::from_secs(2))
+        .with_max_attempts(10)
+        .with_retry_budget(Duration::from_millis(1900));
+    let error = partner(&server, policy).balances().await.unwrap_err();
+    assert!(matches!(error, Error::ServiceUnavailable { .. }), "{error}");
 }

@@ -54,32 +54,78 @@ impl<T: Type + DeserializeOwned> ParsePayload for JsonBody<T> {
     const IS_REQUIRED: bool = true;
 
     async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
-        let is_json = request.content_type().is_some_and(|ct| {
-            ct.parse::<mime::Mime>().is_ok_and(|m| {
-                m.type_() == "application"
-                    && (m.subtype() == "json" || m.suffix().is_some_and(|s| s == "json"))
-            })
-        });
-        if !is_json {
-            return Err(ApiError::validation(
-                "body",
-                "The body must be JSON (Content-Type: application/json).",
-            )
-            .into());
-        }
-        let bytes = body
-            .take()?
-            .into_bytes_limit(MAX_BODY_BYTES)
+        read_json(request, body, MAX_BODY_BYTES)
             .await
-            .map_err(|err| match err {
-                poem::error::ReadBodyError::PayloadTooLarge => ApiError::new(
-                    ErrorCode::PayloadTooLarge,
-                    "The body is larger than 16 KiB.",
-                ),
-                _ => ApiError::validation("body", "The body could not be read."),
-            })?;
-        parse_json(&bytes).map(JsonBody).map_err(Into::into)
+            .map(JsonBody)
+            .map_err(Into::into)
     }
+}
+
+/// A JSON body of at most `LIMIT` bytes, for the one request that needs more than
+/// [`MAX_BODY_BYTES`] (voiding up to 1000 listed promo codes); otherwise as [`JsonBody`].
+#[derive(Debug)]
+pub struct LargeJsonBody<T, const LIMIT: usize>(pub T);
+
+impl<T: Type, const LIMIT: usize> Payload for LargeJsonBody<T, LIMIT> {
+    const CONTENT_TYPE: &'static str = "application/json";
+
+    fn check_content_type(_content_type: &str) -> bool {
+        true
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+impl<T: Type + DeserializeOwned, const LIMIT: usize> ParsePayload for LargeJsonBody<T, LIMIT> {
+    const IS_REQUIRED: bool = true;
+
+    async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
+        read_json(request, body, LIMIT)
+            .await
+            .map(LargeJsonBody)
+            .map_err(Into::into)
+    }
+}
+
+impl_apirequest_for_payload!(LargeJsonBody<T, LIMIT>, T: Type + DeserializeOwned, const LIMIT: usize);
+
+/// Reads a JSON body of at most `limit` bytes and parses it with [`parse_json`].
+async fn read_json<T: DeserializeOwned>(
+    request: &Request,
+    body: &mut RequestBody,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let is_json = request.content_type().is_some_and(|ct| {
+        ct.parse::<mime::Mime>().is_ok_and(|m| {
+            m.type_() == "application"
+                && (m.subtype() == "json" || m.suffix().is_some_and(|s| s == "json"))
+        })
+    });
+    if !is_json {
+        return Err(ApiError::validation(
+            "body",
+            "The body must be JSON (Content-Type: application/json).",
+        ));
+    }
+    let bytes = body
+        .take()
+        .map_err(|_| ApiError::validation("body", "The body could not be read."))?
+        .into_bytes_limit(limit)
+        .await
+        .map_err(|err| match err {
+            poem::error::ReadBodyError::PayloadTooLarge => ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("The body is larger than {} KiB.", limit / 1024),
+            ),
+            _ => ApiError::validation("body", "The body could not be read."),
+        })?;
+    parse_json(&bytes)
 }
 
 impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwned);

@@ -14,11 +14,11 @@
 
 use serde_json::{Map, Value, json};
 
-use partner_billing::limits;
 use partner_billing::wire::{
-    ACCOUNT_STANDINGS, API_KEY_STATUSES, ErrorCode, LICENSE_SOURCES, WEBHOOK_ENDPOINT_STATUSES,
-    WEBHOOK_EVENT_TYPES,
+    ACCOUNT_STANDINGS, API_KEY_STATUSES, ErrorCode, LEDGER_KINDS, LICENSE_SOURCES,
+    REQUEST_OPERATIONS, REQUEST_STATUSES, WEBHOOK_ENDPOINT_STATUSES, WEBHOOK_EVENT_TYPES,
 };
+use partner_billing::{audit, limits};
 
 use crate::problem::PROBLEM_JSON;
 
@@ -230,13 +230,17 @@ fn member_enum(schema: &str, property: &str) -> Option<Vec<&'static str>> {
         ("Problem", "code") => ErrorCode::ALL.iter().map(|c| c.as_str()).collect(),
         ("ApiKeyInfo", "status") => API_KEY_STATUSES.to_vec(),
         ("ResellerAccount", "standing") => ACCOUNT_STANDINGS.to_vec(),
-        ("UserLicense" | "ResellerLicense", "source") => LICENSE_SOURCES.to_vec(),
+        ("UserLicense" | "LicenseRecord", "source") => LICENSE_SOURCES.to_vec(),
+        ("LedgerEntryRecord", "kind") => LEDGER_KINDS.to_vec(),
+        ("RequestStatus", "status") => REQUEST_STATUSES.to_vec(),
+        ("RequestStatus", "operation") => REQUEST_OPERATIONS.to_vec(),
         ("RedeemedLicense", "source") => vec!["promo"],
         ("WebhookEndpoint" | "CreatedWebhookEndpoint", "status") => {
             WEBHOOK_ENDPOINT_STATUSES.to_vec()
         }
         ("WebhookDelivery", "eventType") => WEBHOOK_EVENT_TYPES.to_vec(),
         ("Health", "status") => vec!["ok"],
+        ("AuditEntry", "action") => audit::Action::ALL.iter().map(|a| a.as_str()).collect(),
         _ => return None,
     })
 }
@@ -273,8 +277,18 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
             Length(limits::PASSWORD_MIN_CHARS, limits::PASSWORD_MAX_CHARS)
         }
         (_, "url") => Length(0, limits::WEBHOOK_URL_MAX_CHARS),
+        ("AuditEntryList", "nextCursor") => Length(1, audit::CURSOR_MAX_CHARS),
+        (_, "cursor" | "nextCursor") => Length(1, limits::CURSOR_MAX_CHARS),
+        ("LedgerEntryRecord", "reference") => Length(0, limits::LEDGER_REFERENCE_MAX_CHARS),
+        // A code as it was sent: anything the request could hold.
+        ("VoidPromoCodesRequest" | "VoidPromoCodesResult", _) => {
+            Length(0, limits::VOID_CODES_MAX_BODY_BYTES)
+        }
         (_, "description") => Length(0, limits::WEBHOOK_DESCRIPTION_MAX_CHARS),
         ("WebhookDelivery", "error") => Length(0, limits::WEBHOOK_DELIVERY_ERROR_MAX_CHARS),
+        ("AuditEntry", "actor") => Length(1, audit::ACTOR_MAX_CHARS),
+        ("AuditEntry", "sourceAddress") => Length(1, audit::SOURCE_ADDRESS_MAX_CHARS),
+        ("AuditEntry", "requestId") => Length(1, audit::REQUEST_ID_MAX_CHARS),
         // Problem texts: the type URI and title are fixed per code; the detail and `field` may
         // name an unknown member of the request, which is at most the body's size.
         ("Problem", "type") => Length(1, 256),
@@ -294,6 +308,14 @@ fn integer_range(schema: &str, property: &str) -> Option<(i64, Option<i64>)> {
         ("Problem", "status") => (400, Some(599)),
         ("WebhookDelivery", "statusCode") => (100, Some(999)),
         ("WebhookDelivery", "attempt") => (1, None),
+        ("PromoBatchSummary", "count") => (1, Some(limits::PROMO_BATCH_MAX_CODES)),
+        ("PromoBatchSummary", "redeemed") | ("LedgerEntryRecord", "balanceAfter") => (0, None),
+        ("LedgerEntryRecord", "entryId") => (1, None),
+        // A charge is negative; a credit or an adjustment at most an operator's credit.
+        ("LedgerEntryRecord", "units") => {
+            (-limits::CREDIT_MAX_UNITS, Some(limits::CREDIT_MAX_UNITS))
+        }
+        ("VoidPromoCodesResult", "voided") => (0, Some(limits::VOID_CODES_MAX as i64)),
         (_, "remainingBalance") => (0, None),
         (_, name) if name.ends_with("Utc") => (0, None),
         _ => return None,
@@ -311,6 +333,12 @@ fn array_items(schema: &str, property: &str) -> Option<(usize, usize)> {
         (_, "eventTypes") => (1, WEBHOOK_EVENT_TYPES.len()),
         ("WebhookEndpointList", "webhookEndpoints") => (0, limits::MAX_WEBHOOK_ENDPOINTS),
         ("WebhookDeliveryList", "deliveries") => (0, limits::WEBHOOK_DELIVERIES_LISTED),
+        ("AuditEntryList", "entries") => (0, audit::MAX_PAGE_SIZE as usize),
+        ("LicenseList", "licenses")
+        | ("PromoBatchList", "promoBatches")
+        | ("LedgerPage", "entries") => (0, limits::PAGE_LIMIT_MAX as usize),
+        ("VoidPromoCodesRequest", "codes") => (1, limits::VOID_CODES_MAX),
+        ("VoidPromoCodesResult", "unknown") => (0, limits::VOID_CODES_MAX),
         _ => return None,
     })
 }
@@ -368,6 +396,14 @@ fn declare_members(schema_name: &str, schema: &mut Map<String, Value>) {
                 {
                     items.insert("enum".to_owned(), json!(WEBHOOK_EVENT_TYPES));
                 }
+                let length = string_length(schema_name, name);
+                if name != "eventTypes"
+                    && let Some(items) = property.get_mut("items").and_then(Value::as_object_mut)
+                    && items.get("type").and_then(Value::as_str) == Some("string")
+                    && let Some(length) = length
+                {
+                    set_length(items, length);
+                }
             }
             _ => {}
         }
@@ -393,6 +429,13 @@ fn bound_parameters(operation: &mut Map<String, Value>) {
             parameter.get_mut("schema").and_then(Value::as_object_mut),
         ) {
             set_length(schema, length);
+        }
+        if name == "limit"
+            && let Some(schema) = parameter.get_mut("schema").and_then(Value::as_object_mut)
+        {
+            schema.insert("minimum".to_owned(), 1.into());
+            schema.insert("maximum".to_owned(), limits::PAGE_LIMIT_MAX.into());
+            schema.insert("default".to_owned(), limits::PAGE_LIMIT_DEFAULT.into());
         }
     }
     // `Idempotent-Replayed` (poem-openapi writes header names upper-case) is only ever `true`.

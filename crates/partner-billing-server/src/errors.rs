@@ -50,8 +50,9 @@ error_set!(
     /// `POST /v1/billing/product/promo-redemptions`.
     RedeemPromoCode, BEARER, [
         ValidationFailed, BrowserOriginForbidden, CodeNotFound, RequestInProgress, CodeExhausted,
-        AlreadyRedeemed, CodeExpired, PayloadTooLarge, UnknownLogin, IdempotencyKeyReused,
-        TooManyAttempts, RateLimited, LicenseAlreadyActive, InternalError, ServiceUnavailable,
+        AlreadyRedeemed, CodeExpired, CodeVoided, PayloadTooLarge, UnknownLogin,
+        IdempotencyKeyReused, TooManyAttempts, RateLimited, LicenseAlreadyActive, InternalError,
+        ServiceUnavailable,
     ]
 );
 
@@ -90,6 +91,14 @@ error_set!(
     /// and signing out.
     PanelRead, BEARER, [
         BrowserOriginForbidden, PanelSessionRequired, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `GET /v1/billing/resellers/me/activity`: a bad `limit` or `cursor` is a 400 naming it.
+    ListActivity, BEARER, [
+        ValidationFailed, BrowserOriginForbidden, PanelSessionRequired, InternalError,
+        ServiceUnavailable,
     ]
 );
 
@@ -146,5 +155,43 @@ error_set!(
     SetLowBalanceAlert, BEARER, [
         ValidationFailed, BrowserOriginForbidden, PanelSessionRequired, PayloadTooLarge,
         UnknownPlan, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// The partner API's lists (`listLicenses`, `listPromoBatches`, `getLedger`): `limit`,
+    /// `cursor` and the filters can be malformed.
+    PartnerList, API_KEY, [
+        ValidationFailed, BrowserOriginForbidden, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `GET /v1/billing/partner/licenses/{licenseId}`.
+    GetLicense, API_KEY, [
+        BrowserOriginForbidden, LicenseNotFound, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `GET /v1/billing/partner/requests/{idempotencyKey}`.
+    GetRequest, API_KEY, [
+        ValidationFailed, BrowserOriginForbidden, RequestNotFound, InternalError,
+        ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `POST /v1/billing/partner/promo-batches/{batchId}/void`.
+    VoidPromoBatch, API_KEY, [
+        BrowserOriginForbidden, PromoBatchNotFound, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `POST /v1/billing/partner/promo-codes/void`.
+    VoidPromoCodes, API_KEY, [
+        ValidationFailed, BrowserOriginForbidden, PayloadTooLarge, InternalError,
+        ServiceUnavailable,
     ]
 );

@@ -17,10 +17,12 @@ mod headers;
 mod health;
 pub mod logging;
 pub mod metrics;
+mod origin;
 mod panel;
 mod partner;
 mod problem;
 mod product;
+mod reads;
 pub mod request_id;
 mod route;
 mod serve;
@@ -74,6 +76,7 @@ pub enum ApiTags {
 
 type Apis = (
     partner::PartnerApi,
+    reads::ReadsApi,
     panel::PanelApi,
     product::ProductApi,
     health::HealthApi,
@@ -99,6 +102,7 @@ fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
         (
             partner::PartnerApi,
+            reads::ReadsApi,
             panel::PanelApi,
             product::ProductApi,
             health::HealthApi,

@@ -49,6 +49,11 @@ struct OutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabel {
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: &'static str,
 }
@@ -100,6 +105,7 @@ struct Inner {
     webhook_deliveries: Family<OutcomeLabel, Counter>,
     webhook_outbox_pending: Gauge,
     panel_logins: Family<OutcomeLabel, Counter>,
+    audit_entries: Family<ActionLabel, Counter>,
 }
 
 /// The metrics of one app instance. Cheap to clone; clones share the registry. The webhook
@@ -178,6 +184,12 @@ impl Metrics {
             "Panel sign-ins, by outcome (success, failure, rate_limited)",
             panel_logins.clone(),
         );
+        let audit_entries = Family::<ActionLabel, Counter>::default();
+        registry.register(
+            "partner_billing_audit_entries",
+            "Audit trail entries written by this process, by action (api_key.revoked, …)",
+            audit_entries.clone(),
+        );
         // A gauge set to 1 rather than OpenMetrics' `info` type: `promtool check metrics`
         // rejects `info`.
         let build_info = Family::<VersionLabel, Gauge>::default();
@@ -202,6 +214,7 @@ impl Metrics {
                 webhook_deliveries,
                 webhook_outbox_pending,
                 panel_logins,
+                audit_entries,
             }),
         }
     }
@@ -224,6 +237,14 @@ impl Metrics {
                 route,
             })
             .observe(seconds);
+    }
+
+    /// Counts one committed audit trail entry (a fixed set of action names: no id in a label).
+    pub fn record_audit_entry(&self, action: &'static str) {
+        self.inner
+            .audit_entries
+            .get_or_create(&ActionLabel { action })
+            .inc();
     }
 
     /// Counts quota units charged.

@@ -1,16 +1,17 @@
 //! The reseller panel API: sessions, the account, and API keys. API keys cannot call it.
 
-use poem::web::{Data, RemoteAddr};
-use poem_openapi::param::Path;
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::accounts;
+use partner_billing::audit::{self, Actor};
 use partner_billing::domain::Password;
 use partner_billing::keys;
 use partner_billing::wire::{
-    ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey, ResellerAccount,
-    RollApiKeyRequest, Session, SessionRequest,
+    ApiKeyList, AuditEntryList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey,
+    ResellerAccount, RollApiKeyRequest, Session, SessionRequest,
 };
 
 use crate::ApiTags;
@@ -18,6 +19,7 @@ use crate::AppState;
 use crate::auth::PanelAuth;
 use crate::body::{JsonBody, OptionalJsonBody};
 use crate::errors;
+use crate::origin::RequestFacts;
 use crate::problem::{ApiError, ApiResult, OpResult};
 
 /// Endpoints under `/v1/billing/resellers`.
@@ -94,6 +96,13 @@ pub enum ApiKeyListResponse {
     Ok(Json<ApiKeyList>),
 }
 
+#[derive(ApiResponse)]
+pub enum ActivityResponse {
+    /// A page of the account's audit trail, newest first.
+    #[oai(status = 200)]
+    Ok(Json<AuditEntryList>),
+}
+
 #[OpenApi(prefix_path = "/v1/billing/resellers", tag = "ApiTags::Panel")]
 impl PanelApi {
     /// Log in to the panel.
@@ -105,16 +114,21 @@ impl PanelApi {
     async fn create_session(
         &self,
         state: Data<&AppState>,
-        peer: &RemoteAddr,
+        facts: RequestFacts,
         body: JsonBody<SessionRequest>,
     ) -> OpResult<SessionResponse, errors::CreateSession> {
         // Out of the bounds the document declares: malformed (400), not a failed login.
         at_most_chars("clientId", &body.0.client_id, MAX_CLIENT_ID_CHARS)?;
         at_most_chars("password", &body.0.password, MAX_PASSWORD_CHARS)?;
         let password = Password::presented(body.0.password);
-        let source = peer.as_socket_addr().map(|address| address.ip());
-        let session =
-            accounts::create_session(&state.store, &body.0.client_id, password, source).await;
+        let session = accounts::create_session(
+            &state.store,
+            &body.0.client_id,
+            password,
+            facts.peer(),
+            facts.request_id(),
+        )
+        .await;
         state
             .metrics
             .record_panel_login(crate::metrics::login_outcome(&session));
@@ -134,6 +148,34 @@ impl PanelApi {
         )))
     }
 
+    /// The account's activity: who changed what, newest first.
+    ///
+    /// Every change made by a person or a tool (keys created, rolled and revoked, sign-ins,
+    /// password changes, webhook endpoints, alerts, the operator's credits, adjustments and
+    /// suspensions) with its actor, source address and request id; never a secret. Licenses
+    /// and promo batches are in the ledger instead. Pages by keyset: pass `nextCursor` as
+    /// `cursor`; `limit` 1-500, default 100.
+    #[oai(path = "/me/activity", method = "get", operation_id = "listActivity")]
+    async fn list_activity(
+        &self,
+        state: Data<&AppState>,
+        auth: PanelAuth,
+        /// Entries per page, 1-500 (default 100).
+        limit: Query<Option<i64>>,
+        /// The `nextCursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> OpResult<ActivityResponse, errors::ListActivity> {
+        let account = auth.verify(&state.store).await?;
+        let page = audit::account_page(
+            &state.store,
+            account.account_id,
+            limit.0,
+            cursor.0.as_deref(),
+        )
+        .await?;
+        Ok(ActivityResponse::Ok(Json(page.into())))
+    }
+
     /// Create an API key.
     ///
     /// Existing keys keep working, so keys rotate without downtime: create a new key, deploy
@@ -144,12 +186,19 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         /// Optional: `{"name": "…"}`; the body may be left out.
         body: OptionalJsonBody<CreateApiKeyRequest>,
     ) -> OpResult<CreateApiKeyResponse, errors::CreateApiKey> {
         let account = auth.verify(&state.store).await?;
-        let key =
-            keys::create_api_key(&state.store, account.account_id, body.0.name.as_deref()).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
+        let key = keys::create_api_key(
+            &state.store,
+            account.account_id,
+            body.0.name.as_deref(),
+            &origin,
+        )
+        .await?;
         Ok(CreateApiKeyResponse::Created(Json(key)))
     }
 
@@ -176,12 +225,14 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         /// The key to revoke (`rsk_…`).
         #[oai(name = "apiKeyId")]
         api_key_id: Path<String>,
     ) -> OpResult<RevokeApiKeyResponse, errors::RevokeApiKey> {
         let account = auth.verify(&state.store).await?;
-        keys::revoke_api_key(&state.store, account.account_id, &api_key_id.0).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
+        keys::revoke_api_key(&state.store, account.account_id, &api_key_id.0, &origin).await?;
         Ok(RevokeApiKeyResponse::Revoked)
     }
 
@@ -201,6 +252,7 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         /// The key to roll (`rsk_…`).
         #[oai(name = "apiKeyId")]
         api_key_id: Path<String>,
@@ -208,11 +260,13 @@ impl PanelApi {
         body: OptionalJsonBody<RollApiKeyRequest>,
     ) -> OpResult<RollApiKeyResponse, errors::RollApiKey> {
         let account = auth.verify(&state.store).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
         let key = keys::roll_api_key(
             &state.store,
             account.account_id,
             &api_key_id.0,
             body.0.expires_in_seconds,
+            &origin,
         )
         .await?;
         Ok(RollApiKeyResponse::Rolled(Json(key)))
@@ -244,6 +298,7 @@ impl PanelApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         body: JsonBody<ChangePasswordRequest>,
     ) -> OpResult<PasswordChangedResponse, errors::ChangePassword> {
         at_most_chars(
@@ -253,6 +308,7 @@ impl PanelApi {
         )?;
         let token = auth.token();
         let account = accounts::authenticate_session(&state.store, &token).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
         let body = body.0;
         accounts::change_password(
             &state.store,
@@ -260,6 +316,7 @@ impl PanelApi {
             &token,
             Password::presented(body.current_password),
             &body.new_password,
+            &origin,
         )
         .await?;
         Ok(PasswordChangedResponse::Changed)

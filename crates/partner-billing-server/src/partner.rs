@@ -1,16 +1,18 @@
 //! The partner API: what a reseller's backend calls with its API key.
 
 use poem::web::Data;
-use poem_openapi::param::Path;
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::licenses::{self, IssueLicense};
 use partner_billing::promo::{self, GeneratePromoBatch};
 use partner_billing::quota;
+use partner_billing::reads::{self, LicenseFilter, PageRequest};
 use partner_billing::subscriptions::{self, Revoker};
 use partner_billing::wire::{
-    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch, ResellerLicense,
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, LicenseList, LicenseRecord,
+    PromoBatch, PromoBatchList,
 };
 
 use crate::ApiTags;
@@ -49,7 +51,21 @@ pub enum PromoBatchResponse {
 pub enum RevokeLicenseResponse {
     /// The license with `revokedUtc`. Revoking it again answers the same license, unchanged.
     #[oai(status = 200)]
-    Ok(Json<ResellerLicense>),
+    Ok(Json<LicenseRecord>),
+}
+
+#[derive(ApiResponse)]
+pub enum LicenseListResponse {
+    /// One page of the account's licenses, newest first.
+    #[oai(status = 200)]
+    Ok(Json<LicenseList>),
+}
+
+#[derive(ApiResponse)]
+pub enum PromoBatchListResponse {
+    /// One page of the account's promo batches, newest first; never a code.
+    #[oai(status = 200)]
+    Ok(Json<PromoBatchList>),
 }
 
 #[derive(ApiResponse)]
@@ -149,5 +165,58 @@ impl PartnerApi {
         let outcome = promo::generate_promo_batch(&state.store, &account, request).await?;
         let replayed = outcome.replayed.then(|| "true".to_owned());
         Ok(PromoBatchResponse::Ok(Json(outcome.value), replayed))
+    }
+
+    /// The account's licenses, newest first.
+    ///
+    /// Those issued with the account's keys and those redeemed from its promo codes. Pages by
+    /// keyset: pass the answer's `nextCursor` as `cursor` for the next page (null on the last);
+    /// a page never repeats or skips a license because others were issued meanwhile.
+    #[oai(path = "/licenses", method = "get", operation_id = "listLicenses")]
+    async fn list_licenses(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+        /// Only the licenses of this login (compared exactly).
+        login: Query<Option<String>>,
+        /// Only the licenses of this plan.
+        #[oai(name = "planSlug")]
+        plan_slug: Query<Option<String>>,
+        /// Licenses per page, 1–500 (default 100).
+        limit: Query<Option<i64>>,
+        /// The `nextCursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> OpResult<LicenseListResponse, errors::PartnerList> {
+        let account = auth.verify(&state.store).await?;
+        let filter = LicenseFilter::parse(login.0.as_deref(), plan_slug.0.as_deref())?;
+        let page = PageRequest::parse(limit.0, cursor.0.as_deref())?;
+        Ok(LicenseListResponse::Ok(Json(
+            reads::list_licenses(&state.store, account.account_id, &filter, &page).await?,
+        )))
+    }
+
+    /// The account's promo batches, newest first: counts, never a code.
+    ///
+    /// `redeemed` counts the redemptions of the batch's codes; `voidedUtc` says when the whole
+    /// batch was voided. Pages by keyset like the license list.
+    #[oai(
+        path = "/promo-batches",
+        method = "get",
+        operation_id = "listPromoBatches"
+    )]
+    async fn list_promo_batches(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+        /// Batches per page, 1–500 (default 100).
+        limit: Query<Option<i64>>,
+        /// The `nextCursor` of the previous page.
+        cursor: Query<Option<String>>,
+    ) -> OpResult<PromoBatchListResponse, errors::PartnerList> {
+        let account = auth.verify(&state.store).await?;
+        let page = PageRequest::parse(limit.0, cursor.0.as_deref())?;
+        Ok(PromoBatchListResponse::Ok(Json(
+            reads::list_promo_batches(&state.store, account.account_id, &page).await?,
+        )))
     }
 }

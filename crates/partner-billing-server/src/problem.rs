@@ -181,6 +181,18 @@ impl From<Error> for ApiError {
                 ErrorCode::LicenseAlreadyActive,
                 "The login already holds an unrevoked license of this perpetual plan; nothing was charged.",
             ),
+            Error::RequestNotFound => Self::new(
+                ErrorCode::RequestNotFound,
+                "This account has no record of a request with this idempotency key.",
+            ),
+            Error::PromoBatchNotFound => Self::new(
+                ErrorCode::PromoBatchNotFound,
+                "No promo batch of this account has this id.",
+            ),
+            Error::CodeVoided => Self::new(
+                ErrorCode::CodeVoided,
+                "This promo code was voided by the reseller that bought it.",
+            ),
             Error::Overloaded => Self::new(
                 ErrorCode::ServiceUnavailable,
                 "Too many requests of this kind are waiting; retry shortly.",

@@ -5,6 +5,7 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
+use partner_billing::audit::Actor;
 use partner_billing::domain::Login;
 use partner_billing::licenses;
 use partner_billing::plans;
@@ -20,6 +21,7 @@ use crate::AppState;
 use crate::auth::OperatorAuth;
 use crate::body::JsonBody;
 use crate::errors;
+use crate::origin::RequestFacts;
 use crate::problem::OpResult;
 
 /// Endpoints under `/v1/billing/product`.
@@ -71,11 +73,13 @@ impl ProductApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
+        facts: RequestFacts,
         body: JsonBody<RegisterUserRequest>,
     ) -> OpResult<RegisterUserResponse, errors::RegisterUser> {
-        auth.verify(&state.store).await?;
+        let operator = auth.verify(&state.store).await?;
         let login = Login::parse("login", &body.0.login)?;
-        let registration = plans::register_user(&state.store, &login).await?;
+        let origin = facts.origin(Actor::OperatorToken(operator.name));
+        let registration = plans::register_user(&state.store, &login, &origin).await?;
         Ok(if registration.created {
             RegisterUserResponse::Created(Json(registration.user))
         } else {
@@ -89,7 +93,8 @@ impl ProductApi {
     /// its batch was generated: redemption charges nothing. The code is normalised first (case,
     /// spaces and hyphens ignored, `I`/`L` read as `1`, `O` as `0`). An unknown code and input
     /// that is not a code get the same 404 `Promo.CodeNotFound`. Past the batch's validity: 410
-    /// `Promo.CodeExpired`; redemptions used up: 409 `Promo.CodeExhausted`; the same login
+    /// `Promo.CodeExpired`; voided by its reseller (the code or its batch): 410
+    /// `Promo.CodeVoided`; redemptions used up: 409 `Promo.CodeExhausted`; the same login
     /// again: 409 `Promo.AlreadyRedeemed`. Failed redemptions are limited per login (10 a
     /// minute): then 429 `Promo.TooManyAttempts` with `Retry-After`. `idempotencyKey` makes
     /// retries safe: the same key with the same request returns the same license.

@@ -79,6 +79,10 @@ pub async fn serve_with(
         let metrics = metrics.clone();
         store.observe_license_groups(move |size| metrics.observe_license_group_size(size));
     }
+    {
+        let metrics = metrics.clone();
+        store.observe_audit_entries(move |action| metrics.record_audit_entry(action));
+    }
     let purger = tokio::spawn(purge_periodically(store.clone()));
     let webhook_worker = tokio::spawn(crate::webhook_worker::run(store.clone(), metrics.clone()));
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();

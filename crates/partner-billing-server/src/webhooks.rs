@@ -5,6 +5,7 @@ use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
+use partner_billing::audit::Actor;
 use partner_billing::webhooks;
 use partner_billing::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, LowBalanceAlert,
@@ -16,6 +17,7 @@ use crate::AppState;
 use crate::auth::PanelAuth;
 use crate::body::JsonBody;
 use crate::errors;
+use crate::origin::RequestFacts;
 use crate::problem::OpResult;
 
 /// Webhook endpoints and alerts under `/v1/billing/resellers/me`.
@@ -79,10 +81,13 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         body: JsonBody<CreateWebhookEndpointRequest>,
     ) -> OpResult<CreateWebhookEndpointResponse, errors::CreateWebhookEndpoint> {
         let account = auth.verify(&state.store).await?;
-        let created = webhooks::create_endpoint(&state.store, account.account_id, &body.0).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
+        let created =
+            webhooks::create_endpoint(&state.store, account.account_id, &body.0, &origin).await?;
         Ok(CreateWebhookEndpointResponse::Created(Json(created)))
     }
 
@@ -113,12 +118,15 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         /// The endpoint (`rwe_…`).
         #[oai(name = "webhookEndpointId")]
         endpoint_id: Path<String>,
     ) -> OpResult<DeleteWebhookEndpointResponse, errors::WebhookEndpointById> {
         let account = auth.verify(&state.store).await?;
-        webhooks::delete_endpoint(&state.store, account.account_id, &endpoint_id.0).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
+        webhooks::delete_endpoint(&state.store, account.account_id, &endpoint_id.0, &origin)
+            .await?;
         Ok(DeleteWebhookEndpointResponse::Deleted)
     }
 
@@ -175,18 +183,21 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: PanelAuth,
+        facts: RequestFacts,
         /// The product (`productSlug` of the balances).
         #[oai(name = "productSlug", validator(pattern = r"^[a-z0-9._-]{1,64}$"))]
         product_slug: Path<String>,
         body: JsonBody<SetLowBalanceAlertRequest>,
     ) -> OpResult<LowBalanceAlertResponse, errors::SetLowBalanceAlert> {
         let account = auth.verify(&state.store).await?;
+        let origin = facts.origin(Actor::Panel(account.client_id));
         Ok(LowBalanceAlertResponse::Ok(Json(
             webhooks::set_low_balance_alert(
                 &state.store,
                 account.account_id,
                 &product_slug.0,
                 body.0.low_balance_threshold,
+                &origin,
             )
             .await?,
         )))

@@ -80,6 +80,7 @@ fn fixture() -> Fixture {
                 &store,
                 &format!("Reseller {n}"),
                 Password::parse("password", &password).expect("password"),
+                &partner_billing::audit::Origin::cli(),
             )
             .await
             .expect("create reseller");
@@ -87,6 +88,7 @@ fn fixture() -> Fixture {
                 &store,
                 client_id.as_str(),
                 Password::presented(password),
+                None,
                 None,
             )
             .await
@@ -98,9 +100,14 @@ fn fixture() -> Fixture {
             .await
             .expect("session works");
             for _ in 0..2 {
-                let created = keys::create_api_key(&store, account.account_id, None)
-                    .await
-                    .expect("create key");
+                let created = keys::create_api_key(
+                    &store,
+                    account.account_id,
+                    None,
+                    &partner_billing::audit::Origin::cli(),
+                )
+                .await
+                .expect("create key");
                 keys.push(Key {
                     client_id: created.client_id,
                     secret: created.secret,

@@ -12,6 +12,7 @@ pub use session::{
 use serde::Serialize;
 
 use self::password::hash_password;
+use crate::audit::{Action, Entry, Origin};
 use crate::domain::{ClientId, Password};
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -45,22 +46,34 @@ impl Standing {
 }
 
 /// Creates a reseller account with its panel password; returns the new client id.
-pub async fn create_reseller(store: &Store, name: &str, password: Password) -> Result<ClientId> {
+pub async fn create_reseller(
+    store: &Store,
+    name: &str,
+    password: Password,
+    origin: &Origin,
+) -> Result<ClientId> {
     if name.trim().is_empty() || name.chars().count() > crate::limits::ACCOUNT_NAME_MAX_CHARS {
         return Err(crate::domain::InvalidField::new("name", "must be 1-200 characters").into());
     }
     let password_hash = hash_password(password).await?;
     let client_id = ClientId::generate();
-    sqlx::query(
+    let mut tx = store.begin_write().await?;
+    let account_id: i64 = sqlx::query_scalar(
         "INSERT INTO accounts (client_id, name, password_hash, standing, created_utc) \
-         VALUES ($1, $2, $3, 'good', $4)",
+         VALUES ($1, $2, $3, 'good', $4) RETURNING id",
     )
     .bind(client_id.as_str())
     .bind(name)
     .bind(password_hash)
     .bind(store.now_utc())
-    .execute(store.pool())
+    .fetch_one(&mut *tx)
     .await?;
+    let written = Entry::new(Action::AccountCreated, Some(account_id))
+        .text("name", Some(name))
+        .write(store, &mut tx, origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
     tracing::info!(client_id = %client_id, "reseller account created");
     Ok(client_id)
 }
@@ -89,7 +102,12 @@ pub async fn show_reseller(store: &Store, client_id: &ClientId) -> Result<Resell
 }
 
 /// Suspends or reinstates an account; acts on the very next request, on every replica.
-pub async fn set_standing(store: &Store, client_id: &ClientId, standing: Standing) -> Result<()> {
+pub async fn set_standing(
+    store: &Store,
+    client_id: &ClientId,
+    standing: Standing,
+    origin: &Origin,
+) -> Result<()> {
     let mut tx = store.begin_write().await?;
     let current: (i64, String) =
         sqlx::query_as("SELECT id, standing FROM accounts WHERE client_id = $1")
@@ -103,25 +121,45 @@ pub async fn set_standing(store: &Store, client_id: &ClientId, standing: Standin
         .bind(account_id)
         .execute(&mut *tx)
         .await?;
-    // Only a change of standing is an event.
+    // Only a change of standing is an event and an entry of the trail.
+    let mut written = None;
     if before != standing.as_str() {
-        let data = match standing {
-            Standing::Suspended => crate::events::EventData::AccountSuspended {
-                client_id: client_id.to_string(),
-            },
-            Standing::Good => crate::events::EventData::AccountReinstated {
-                client_id: client_id.to_string(),
-            },
+        let (data, action) = match standing {
+            Standing::Suspended => (
+                crate::events::EventData::AccountSuspended {
+                    client_id: client_id.to_string(),
+                },
+                Action::AccountSuspended,
+            ),
+            Standing::Good => (
+                crate::events::EventData::AccountReinstated {
+                    client_id: client_id.to_string(),
+                },
+                Action::AccountReinstated,
+            ),
         };
         crate::events::record(store, &mut tx, account_id, data).await?;
+        written = Some(
+            Entry::new(action, Some(account_id))
+                .write(store, &mut tx, origin)
+                .await?,
+        );
     }
     tx.commit().await?;
+    if let Some(written) = written {
+        written.committed(store);
+    }
     tracing::info!(client_id = %client_id, standing = standing.as_str(), "account standing changed");
     Ok(())
 }
 
 /// Replaces the panel password and ends every panel session of the account.
-pub async fn set_password(store: &Store, client_id: &ClientId, password: Password) -> Result<()> {
+pub async fn set_password(
+    store: &Store,
+    client_id: &ClientId,
+    password: Password,
+    origin: &Origin,
+) -> Result<()> {
     let password_hash = hash_password(password).await?;
     let mut tx = store.begin_write().await?;
     let account_id: i64 = sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
@@ -138,7 +176,11 @@ pub async fn set_password(store: &Store, client_id: &ClientId, password: Passwor
         .bind(account_id)
         .execute(&mut *tx)
         .await?;
+    let written = Entry::new(Action::AccountPasswordSet, Some(account_id))
+        .write(store, &mut tx, origin)
+        .await?;
     tx.commit().await?;
+    written.committed(store);
     Ok(())
 }
 

@@ -1,8 +1,15 @@
 //! What a reseller reads about its own account in the panel: the ledger (a page at a time, or
-//! all of it for CSV), its promo batches with how many codes were redeemed (never a code), and
-//! the licenses it issued.
+//! streamed for the CSV), its promo batches with how many codes were redeemed (never a code),
+//! and its licenses.
+//!
+//! Every page is a keyset page, newest first, with an "Older" and a "Newer" cursor: `WHERE id
+//! < cursor ORDER BY id DESC` (or `> … ASC` going back), served by an index on (account, id).
+//! No OFFSET, and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
+
+use futures_util::Stream;
 
 use crate::error::Result;
+use crate::reads::cursor::{self, List};
 use crate::store::Store;
 
 /// Ledger entries per panel page.
@@ -11,9 +18,108 @@ pub const LEDGER_PAGE_SIZE: i64 = 50;
 /// Licenses per panel page.
 pub const LICENSES_PAGE_SIZE: i64 = 100;
 
+/// Promo batches per panel page.
+pub const PROMO_BATCHES_PAGE_SIZE: i64 = 50;
+
+/// Ledger entries read at a time for the CSV.
+const CSV_CHUNK: i64 = 1000;
+
+/// A page of a panel list, newest first, with the cursors of its neighbours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelPage<T> {
+    pub items: Vec<T>,
+    /// The cursor of the next older page, if there is one.
+    pub older: Option<String>,
+    /// The cursor of the next newer page, if there is one.
+    pub newer: Option<String>,
+}
+
+/// A row that knows its place in the list.
+trait Keyed {
+    fn row_id(&self) -> i64;
+}
+
+const OLDER: i64 = 0;
+const NEWER: i64 = 1;
+
+/// One page of `select` (which binds `$1` the account and `$2` a filter, and ends in a
+/// `WHERE` clause), newest first by `id_col`, starting at `cursor`. Malformed or foreign
+/// cursors are `Request.ValidationFailed` on `cursor`.
+#[allow(clippy::too_many_arguments)]
+async fn newest_first<T>(
+    store: &Store,
+    account_id: i64,
+    list: List,
+    select: &str,
+    id_col: &str,
+    filter: &str,
+    cursor: Option<&str>,
+    limit: i64,
+) -> Result<PanelPage<T>>
+where
+    T: Keyed + for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
+{
+    let (direction, position) = match cursor {
+        None => (OLDER, i64::MAX),
+        Some(text) => {
+            let values = cursor::decode(store, account_id, list, 2, text)?;
+            (values[0], values[1])
+        }
+    };
+    let (op, order) = if direction == NEWER {
+        (">", "ASC")
+    } else {
+        ("<", "DESC")
+    };
+    let fetch = |op: &str, order: &str, position: i64, limit: i64| {
+        let sql = format!("{select} AND {id_col} {op} $3 ORDER BY {id_col} {order} LIMIT $4");
+        async move {
+            let rows: Vec<T> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(account_id)
+                .bind(filter)
+                .bind(position)
+                .bind(limit)
+                .fetch_all(store.pool())
+                .await?;
+            Ok::<_, crate::Error>(rows)
+        }
+    };
+    let mut items = fetch(op, order, position, limit + 1).await?;
+    let more = items.len() as i64 > limit;
+    items.truncate(limit as usize);
+    if direction == NEWER {
+        items.reverse();
+    }
+    let (Some(first), Some(last)) = (items.first(), items.last()) else {
+        return Ok(PanelPage {
+            items,
+            older: None,
+            newer: None,
+        });
+    };
+    let (first_id, last_id) = (first.row_id(), last.row_id());
+    let older_exists = if direction == NEWER {
+        !fetch("<", "DESC", last_id, 1).await?.is_empty()
+    } else {
+        more
+    };
+    let newer_exists = if direction == NEWER {
+        more
+    } else {
+        !fetch(">", "ASC", first_id, 1).await?.is_empty()
+    };
+    let link = |direction: i64, id: i64| cursor::encode(store, account_id, list, &[direction, id]);
+    Ok(PanelPage {
+        older: older_exists.then(|| link(OLDER, last_id)).transpose()?,
+        newer: newer_exists.then(|| link(NEWER, first_id)).transpose()?,
+        items,
+    })
+}
+
 /// One ledger entry as the reseller sees it (no actor, no operator reason).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LedgerRow {
+    pub entry_id: i64,
     pub created_utc: i64,
     pub product_slug: String,
     pub kind: String,
@@ -22,57 +128,69 @@ pub struct LedgerRow {
     pub reference: Option<String>,
 }
 
-/// One page of the ledger, newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LedgerPage {
-    pub entries: Vec<LedgerRow>,
-    /// 1-based page number shown.
-    pub page: i64,
-    pub has_next: bool,
+impl Keyed for LedgerRow {
+    fn row_id(&self) -> i64 {
+        self.entry_id
+    }
 }
 
-const LEDGER_SQL: &str = "SELECT l.created_utc, p.slug AS product_slug, l.kind, l.delta AS units, \
-     l.balance_after, l.reference FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-     WHERE l.account_id = $1 AND ($2 = '' OR p.slug = $2) \
-     ORDER BY l.created_utc DESC, l.id DESC";
+const LEDGER_SELECT: &str = "SELECT l.id AS entry_id, l.created_utc, p.slug AS product_slug, \
+     l.kind, l.delta AS units, l.balance_after, l.reference \
+     FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+     WHERE l.account_id = $1 AND ($2 = '' OR l.plan_id = (SELECT id FROM plans WHERE slug = $2))";
 
 /// A page of the account's ledger, newest first, optionally for one product (`""` for all).
 pub async fn ledger_page(
     store: &Store,
     account_id: i64,
     product_slug: &str,
-    page: i64,
-) -> Result<LedgerPage> {
-    let page = page.max(1);
-    let sql = sqlx::AssertSqlSafe(format!("{LEDGER_SQL} LIMIT $3 OFFSET $4"));
-    let mut entries: Vec<LedgerRow> = sqlx::query_as(sql)
-        .bind(account_id)
-        .bind(product_slug)
-        .bind(LEDGER_PAGE_SIZE + 1)
-        .bind((page - 1).saturating_mul(LEDGER_PAGE_SIZE))
-        .fetch_all(store.pool())
-        .await?;
-    let has_next = entries.len() as i64 > LEDGER_PAGE_SIZE;
-    entries.truncate(LEDGER_PAGE_SIZE as usize);
-    Ok(LedgerPage {
-        entries,
-        page,
-        has_next,
-    })
+    cursor: Option<&str>,
+) -> Result<PanelPage<LedgerRow>> {
+    newest_first(
+        store,
+        account_id,
+        List::PanelLedger,
+        LEDGER_SELECT,
+        "l.id",
+        product_slug,
+        cursor,
+        LEDGER_PAGE_SIZE,
+    )
+    .await
 }
 
-/// Every ledger entry of the account, newest first (the CSV download).
-pub async fn ledger_all(store: &Store, account_id: i64) -> Result<Vec<LedgerRow>> {
-    Ok(sqlx::query_as(LEDGER_SQL)
-        .bind(account_id)
-        .bind("")
-        .fetch_all(store.pool())
-        .await?)
+/// Every ledger entry of the account, newest first, read [`CSV_CHUNK`] at a time as the
+/// stream is polled: memory stays flat however long the ledger, and no connection is held
+/// between chunks.
+pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result<LedgerRow>> {
+    use futures_util::stream::{self, TryStreamExt};
+    stream::try_unfold(Some(i64::MAX), move |before| {
+        let store = store.clone();
+        async move {
+            let Some(before) = before else {
+                return Ok::<_, crate::Error>(None);
+            };
+            let sql = format!("{LEDGER_SELECT} AND l.id < $3 ORDER BY l.id DESC LIMIT $4");
+            let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(account_id)
+                .bind("")
+                .bind(before)
+                .bind(CSV_CHUNK)
+                .fetch_all(store.pool())
+                .await?;
+            let next = (rows.len() as i64 == CSV_CHUNK)
+                .then(|| rows.last().map(|r| r.entry_id))
+                .flatten();
+            Ok(Some((stream::iter(rows.into_iter().map(Ok)), next)))
+        }
+    })
+    .try_flatten()
 }
 
 /// A promo batch with its redemption count; the codes themselves are never read here.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PromoBatchRow {
+    pub row_id: i64,
     pub batch_id: String,
     pub product_slug: String,
     pub code_count: i64,
@@ -80,27 +198,48 @@ pub struct PromoBatchRow {
     pub created_utc: i64,
     /// The end of the window in which a retry with the same key returns the codes again.
     pub recoverable_until_utc: i64,
+    /// When the reseller voided the whole batch.
+    pub voided_utc: Option<i64>,
 }
 
-/// The account's promo batches, newest first.
-pub async fn promo_batches(store: &Store, account_id: i64) -> Result<Vec<PromoBatchRow>> {
-    Ok(sqlx::query_as(
-        "SELECT b.batch_id, p.slug AS product_slug, b.code_count, \
+impl Keyed for PromoBatchRow {
+    fn row_id(&self) -> i64 {
+        self.row_id
+    }
+}
+
+/// The account's promo batches, newest first, a page at a time.
+pub async fn promo_batches(
+    store: &Store,
+    account_id: i64,
+    cursor: Option<&str>,
+) -> Result<PanelPage<PromoBatchRow>> {
+    let select = format!(
+        "SELECT b.id AS row_id, b.batch_id, p.slug AS product_slug, b.code_count, \
          (SELECT COUNT(*) FROM promo_redemptions r JOIN promo_codes c ON c.code_hash = r.code_hash \
           WHERE c.batch_row_id = b.id) AS redeemed, \
-         b.created_utc, b.created_utc + $2 AS recoverable_until_utc \
+         b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
          FROM promo_batches b JOIN plans p ON p.id = b.plan_id \
-         WHERE b.account_id = $1 ORDER BY b.created_utc DESC, b.id DESC",
+         WHERE b.account_id = $1 AND $2 = ''",
+        window = crate::promo::RECOVERY_WINDOW_SECONDS,
+    );
+    newest_first(
+        store,
+        account_id,
+        List::PanelPromoBatches,
+        &select,
+        "b.id",
+        "",
+        cursor,
+        PROMO_BATCHES_PAGE_SIZE,
     )
-    .bind(account_id)
-    .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
-    .fetch_all(store.pool())
-    .await?)
+    .await
 }
 
 /// A license the account issued, or one redeemed from its promo codes.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LicenseRow {
+    pub row_id: i64,
     pub license_id: String,
     pub login: String,
     pub product_slug: String,
@@ -110,18 +249,68 @@ pub struct LicenseRow {
     pub revoked_utc: Option<i64>,
 }
 
-/// The account's licenses, newest first, at most [`LICENSES_PAGE_SIZE`], optionally for one
-/// login (compared exactly; `""` for all).
-pub async fn licenses(store: &Store, account_id: i64, login: &str) -> Result<Vec<LicenseRow>> {
+impl Keyed for LicenseRow {
+    fn row_id(&self) -> i64 {
+        self.row_id
+    }
+}
+
+/// The account's licenses, newest first, a page at a time, optionally for one login
+/// (compared exactly; `""` for all).
+pub async fn licenses(
+    store: &Store,
+    account_id: i64,
+    login: &str,
+    cursor: Option<&str>,
+) -> Result<PanelPage<LicenseRow>> {
+    newest_first(
+        store,
+        account_id,
+        List::PanelLicenses,
+        "SELECT l.id AS row_id, l.license_id, u.login, p.slug AS product_slug, l.created_utc, \
+         l.starts_utc, l.expires_utc, l.revoked_utc FROM licenses l JOIN users u ON u.id = l.user_id \
+         JOIN plans p ON p.id = l.plan_id \
+         WHERE l.account_id = $1 AND ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
+        "l.id",
+        login,
+        cursor,
+        LICENSES_PAGE_SIZE,
+    )
+    .await
+}
+
+/// Units spent on one day (UTC) on one product: licenses and promo batches charged that day.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct UsageRow {
+    /// The day's first second (Unix seconds, UTC).
+    pub day_utc: i64,
+    pub product_slug: String,
+    pub units: i64,
+}
+
+/// Days the overview's usage covers, today included.
+pub const USAGE_DAYS: i64 = 30;
+
+/// The first second (UTC) of the day `unix_seconds` falls in.
+pub fn day_start(unix_seconds: i64) -> i64 {
+    unix_seconds.div_euclid(86_400) * 86_400
+}
+
+/// Units the account spent per day and product over the last [`USAGE_DAYS`] days, oldest
+/// day first; days without spending are absent. At most 30 × products rows, read from the
+/// ledger's (account, time) index.
+pub async fn usage_by_day(store: &Store, account_id: i64) -> Result<Vec<UsageRow>> {
+    let since = day_start(store.now_utc()) - (USAGE_DAYS - 1) * 86_400;
     Ok(sqlx::query_as(
-        "SELECT l.license_id, u.login, p.slug AS product_slug, l.created_utc, l.starts_utc, \
-         l.expires_utc, l.revoked_utc FROM licenses l JOIN users u ON u.id = l.user_id JOIN plans p ON p.id = l.plan_id \
-         WHERE l.account_id = $1 AND ($2 = '' OR u.login = $2) \
-         ORDER BY l.created_utc DESC, l.id DESC LIMIT $3",
+        "SELECT (l.created_utc / 86400) * 86400 AS day_utc, p.slug AS product_slug, \
+         CAST(SUM(-l.delta) AS BIGINT) AS units \
+         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+         WHERE l.account_id = $1 AND l.created_utc >= $2 \
+         AND l.kind IN ('license', 'promo_batch') \
+         GROUP BY (l.created_utc / 86400) * 86400, p.slug ORDER BY day_utc, product_slug",
     )
     .bind(account_id)
-    .bind(login)
-    .bind(LICENSES_PAGE_SIZE)
+    .bind(since)
     .fetch_all(store.pool())
     .await?)
 }

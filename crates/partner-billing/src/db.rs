@@ -6,14 +6,17 @@
 //! domain type: the modules above it pass ids and strings in and read rows out.
 
 pub mod dialect;
+mod write;
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{Any, AnyPool, Connection, Executor, Transaction};
+use sqlx::{AnyPool, Connection, Executor};
 
 use crate::error::{Error, Result};
+pub use write::Tx;
+use write::WriteTurns;
 
 /// Which database a [`Db`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,15 +40,19 @@ impl Backend {
     }
 }
 
-/// A write transaction on either backend.
-pub type Tx = Transaction<'static, Any>;
-
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// SQLite connections: one writes at a time whatever the count, and each costs a thread, its
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
 const SQLITE_CONNECTIONS: u32 = 4;
+
+/// PostgreSQL connections: the one setting the process's concurrency limits derive from
+/// (`runtime::Capacity`).
+const POSTGRES_CONNECTIONS: u32 = 16;
+
+/// How long a SQLite statement waits for another process's lock before it fails.
+const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
 
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
@@ -59,6 +66,8 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite only: this process's one write turn (see [`write`]).
+    write_turns: Option<WriteTurns>,
 }
 
 impl Db {
@@ -105,7 +114,10 @@ impl Db {
                             // durable; the busy timeout queues writers instead of failing them.
                             conn.execute("PRAGMA journal_mode = WAL").await?;
                             conn.execute("PRAGMA synchronous = FULL").await?;
-                            conn.execute("PRAGMA busy_timeout = 30000").await?;
+                            conn.execute(sqlx::AssertSqlSafe(format!(
+                                "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}"
+                            )))
+                            .await?;
                             // 1 MiB of page cache per connection (SQLite's default is 2 MiB).
                             conn.execute("PRAGMA cache_size = -1024").await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
@@ -120,7 +132,7 @@ impl Db {
             }
             Backend::Postgres => {
                 pool_options
-                    .max_connections(16)
+                    .max_connections(POSTGRES_CONNECTIONS)
                     .connect_with(options)
                     .await?
             }
@@ -133,11 +145,31 @@ impl Db {
             .run(&pool)
             .await
             .map_err(|e| Error::Internal(format!("migration failed: {e}")))?;
-        Ok(Self { pool, backend })
+        let write_turns = (backend == Backend::Sqlite)
+            .then(|| WriteTurns::new(sqlite_file_path(database_url).map(Into::into), &pool));
+        Ok(Self {
+            pool,
+            backend,
+            write_turns,
+        })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The most connections the pool opens.
+    pub fn max_connections(&self) -> u32 {
+        match self.backend {
+            Backend::Sqlite => SQLITE_CONNECTIONS,
+            Backend::Postgres => POSTGRES_CONNECTIONS,
+        }
+    }
+
+    /// Whether the database runs writers side by side (PostgreSQL) rather than one at a time
+    /// (SQLite, whose write transactions take one lock).
+    pub fn parallel_writers(&self) -> bool {
+        self.backend == Backend::Postgres
     }
 
     /// The pool, for reads that need no transaction.
@@ -145,13 +177,19 @@ impl Db {
         &self.pool
     }
 
-    /// Begins a write transaction. SQLite takes the write lock up front (`BEGIN IMMEDIATE`), so
-    /// a read never has to upgrade to a write under concurrency.
+    /// Begins a write transaction. On SQLite it waits for this process's write turn first,
+    /// holding no connection meanwhile, then takes the write lock up front (`BEGIN
+    /// IMMEDIATE`), so a read never has to upgrade to a write under concurrency.
     pub async fn begin_write(&self) -> Result<Tx> {
-        Ok(match self.backend {
+        let turn = match &self.write_turns {
+            Some(turns) => Some(turns.take().await?),
+            None => None,
+        };
+        let tx = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.pool.begin().await?,
-        })
+        };
+        Ok(Tx::new(tx, turn))
     }
 
     /// Moves the SQLite WAL into the database and truncates it (a no-op on PostgreSQL); run
@@ -181,16 +219,9 @@ impl Db {
 /// then creates its `-wal` and `-shm` files with the database file's mode, so every file of
 /// the database is private (docs/security.md). An existing file is left as it is.
 fn create_private_sqlite_file(database_url: &str) -> Result<()> {
-    let Some(path) = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .map(|rest| rest.split('?').next().unwrap_or(rest))
-    else {
+    let Some(path) = sqlite_file_path(database_url) else {
         return Ok(());
     };
-    if path.is_empty() || path.starts_with(':') || database_url.contains("mode=memory") {
-        return Ok(());
-    }
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -204,6 +235,18 @@ fn create_private_sqlite_file(database_url: &str) -> Result<()> {
         // A directory that does not exist: SQLite reports it in its own words.
         Err(_) => Ok(()),
     }
+}
+
+/// The file of a SQLite database URL; `None` for an in-memory database.
+fn sqlite_file_path(database_url: &str) -> Option<&str> {
+    let path = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or(rest))?;
+    if path.is_empty() || path.starts_with(':') || database_url.contains("mode=memory") {
+        return None;
+    }
+    Some(path)
 }
 
 /// Never echo a URL back: it may hold a password.

@@ -76,6 +76,15 @@ pub enum Error {
     /// The login already holds an unrevoked license of this perpetual plan.
     #[error("license already active")]
     LicenseAlreadyActive,
+    /// This account has no record of a request with this idempotency key.
+    #[error("request not found")]
+    RequestNotFound,
+    /// No promo batch of this account has this id.
+    #[error("promo batch not found")]
+    PromoBatchNotFound,
+    /// The code, or its batch, was voided by its reseller.
+    #[error("promo code voided")]
+    CodeVoided,
     /// An operator command named something that does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -116,6 +125,9 @@ impl Error {
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::LicenseNotFound => ErrorCode::LicenseNotFound,
             Self::LicenseAlreadyActive => ErrorCode::LicenseAlreadyActive,
+            Self::RequestNotFound => ErrorCode::RequestNotFound,
+            Self::PromoBatchNotFound => ErrorCode::PromoBatchNotFound,
+            Self::CodeVoided => ErrorCode::CodeVoided,
             Self::Unavailable(_) | Self::Overloaded => ErrorCode::ServiceUnavailable,
             Self::NotFound(_) | Self::AlreadyExists(_) | Self::Internal(_) => {
                 ErrorCode::InternalError
@@ -132,27 +144,25 @@ impl From<sqlx::Error> for Error {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => Self::Unavailable(err),
-            sqlx::Error::Database(ref db)
-                if db.code().is_some_and(|c| {
-                    // PostgreSQL: connection exceptions, shutdown, too many connections; and
-                    // failures that rolled the statement back and pass if tried again
-                    // (serialization failure, deadlock, lock or statement timeout).
-                    c.starts_with("08")
-                        || c == "57P01"
-                        || c == "57P02"
-                        || c == "57P03"
-                        || c == "53300"
-                        || c == "40001"
-                        || c == "40P01"
-                        || c == "55P03"
-                        || c == "57014"
-                }) =>
-            {
+            sqlx::Error::Database(ref db) if db.code().is_some_and(|c| retryable_sqlstate(&c)) => {
                 Self::Unavailable(err)
             }
             other => Self::Internal(other.to_string()),
         }
     }
+}
+
+/// Whether a PostgreSQL SQLSTATE means "not done, try again": the database could not be
+/// reached or is going away (connection exceptions, shutdown, too many connections), a
+/// failover is under way (read-only transaction: the server is still a standby, or a promoted
+/// one not yet writable), or the statement was rolled back and passes if tried again
+/// (serialization failure, deadlock, lock or statement timeout).
+fn retryable_sqlstate(code: &str) -> bool {
+    code.starts_with("08")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "53300" | "25006" | "40001" | "40P01" | "55P03" | "57014"
+        )
 }
 
 /// Shorthand for library results.
@@ -206,12 +216,31 @@ mod tests {
     #[test]
     fn transient_database_errors_are_service_unavailable() {
         for code in [
-            "08006", "57P01", "57P02", "57P03", "53300", "40001", "40P01", "55P03", "57014",
+            "08000", "08003", "08006", "57P01", "57P02", "57P03", "53300", "25006", "40001",
+            "40P01", "55P03", "57014",
         ] {
             assert_eq!(mapped(code), Some(ErrorCode::ServiceUnavailable), "{code}");
         }
-        for code in ["23503", "23514", "42P01"] {
+        for code in ["23503", "23505", "23514", "42P01", "25001", "22P02"] {
             assert_ne!(mapped(code), Some(ErrorCode::ServiceUnavailable), "{code}");
         }
+    }
+
+    /// A lost connection, an exhausted or closed pool: retryable, whatever the backend.
+    #[test]
+    fn lost_connections_are_service_unavailable() {
+        let lost = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection reset");
+        for err in [
+            sqlx::Error::Io(lost),
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::WorkerCrashed,
+        ] {
+            assert_eq!(Error::from(err).code(), Some(ErrorCode::ServiceUnavailable));
+        }
+        assert_eq!(
+            Error::from(sqlx::Error::RowNotFound).code(),
+            Some(ErrorCode::InternalError)
+        );
     }
 }

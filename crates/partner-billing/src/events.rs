@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::db::{Tx, json_param};
+use crate::db::Tx;
 use crate::domain::{PlanId, random_base62};
 use crate::error::Result;
 use crate::store::Store;
@@ -54,6 +54,13 @@ pub enum EventData {
         login: String,
         license_id: String,
     },
+    /// A reseller voided a whole promo batch: none of its codes redeems any more.
+    PromoBatchVoided {
+        batch_id: String,
+        order_public_id: String,
+        product_slug: String,
+        voided_utc: i64,
+    },
     ApiKeyCreated {
         api_key_id: String,
         name: Option<String>,
@@ -87,6 +94,7 @@ impl EventData {
             Self::LicenseRevoked { .. } => "license.revoked",
             Self::PromoBatchGenerated { .. } => "promo_batch.generated",
             Self::PromoCodeRedeemed { .. } => "promo_code.redeemed",
+            Self::PromoBatchVoided { .. } => "promo_batch.voided",
             Self::ApiKeyCreated { .. } => "api_key.created",
             Self::ApiKeyRevoked { .. } => "api_key.revoked",
             Self::ApiKeyExpired { .. } => "api_key.expired",
@@ -141,6 +149,17 @@ impl EventData {
                 "login": login,
                 "revokedUtc": revoked_utc,
             }),
+            Self::PromoBatchVoided {
+                batch_id,
+                order_public_id,
+                product_slug,
+                voided_utc,
+            } => json!({
+                "batchId": batch_id,
+                "orderPublicId": order_public_id,
+                "productSlug": product_slug,
+                "voidedUtc": voided_utc,
+            }),
             Self::PromoBatchGenerated {
                 order_public_id,
                 batch_id,
@@ -189,7 +208,12 @@ pub struct Subscribers {
 impl Subscribers {
     /// The account's enabled endpoints (one indexed read; at most five rows).
     pub async fn load(tx: &mut Tx, account_id: i64) -> Result<Self> {
-        let rows: Vec<(i64, String)> = sqlx::query_as(
+        #[derive(sqlx::FromRow)]
+        struct Endpoint {
+            id: i64,
+            event_types: String,
+        }
+        let rows: Vec<Endpoint> = sqlx::query_as(
             "SELECT id, event_types FROM webhook_endpoints WHERE account_id = $1 AND status = 'enabled'",
         )
         .bind(account_id)
@@ -199,7 +223,7 @@ impl Subscribers {
             account_id,
             endpoints: rows
                 .into_iter()
-                .map(|(id, types)| (id, types.split(',').map(str::to_owned).collect()))
+                .map(|e| (e.id, e.event_types.split(',').map(str::to_owned).collect()))
                 .collect(),
         })
     }
@@ -213,13 +237,7 @@ impl Subscribers {
 
     /// Records `data` for every subscribed endpoint; nothing when none is.
     pub async fn record(&self, store: &Store, tx: &mut Tx, data: EventData) -> Result<()> {
-        let event_type = data.event_type();
-        let endpoints: Vec<i64> = self
-            .endpoints
-            .iter()
-            .filter(|(_, types)| types.iter().any(|t| t == event_type))
-            .map(|(id, _)| *id)
-            .collect();
+        let endpoints = self.endpoints_for(&data);
         insert_event(store, tx, self.account_id, &data, &endpoints).await
     }
 
@@ -246,7 +264,7 @@ impl Subscribers {
         .fetch_optional(&mut **tx)
         .await?;
         let threshold = threshold.unwrap_or(0);
-        if threshold > 0 && remaining + units >= threshold && remaining < threshold {
+        if crosses_low_balance(threshold, units, remaining) {
             self.record(
                 store,
                 tx,
@@ -297,7 +315,7 @@ impl Subscribers {
         all
     }
 
-    /// The endpoints subscribed to `data`'s type, for [`insert_events`].
+    /// The endpoints subscribed to `data`'s type (a group transaction's events).
     pub(crate) fn endpoints_for(&self, data: &EventData) -> Vec<i64> {
         let event_type = data.event_type();
         self.endpoints
@@ -314,71 +332,31 @@ pub(crate) fn crosses_low_balance(threshold: i64, units: i64, remaining: i64) ->
     threshold > 0 && remaining + units >= threshold && remaining < threshold
 }
 
-/// An event as [`insert_event`] writes it: its id, account, type and body, created `now`.
-pub(crate) fn event_row(
-    account_id: i64,
-    data: &EventData,
-    now: i64,
-) -> Result<(String, i64, String, String)> {
+/// An event row as [`insert_event`] and the license group write it, by column name.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct EventRow {
+    pub event_id: String,
+    pub account_id: i64,
+    pub event_type: String,
+    pub body: String,
+}
+
+/// The row of an event of `data` for the account, created `now`, with a fresh event id.
+pub(crate) fn event_row(account_id: i64, data: &EventData, now: i64) -> Result<EventRow> {
     let event = WebhookEvent {
-        event_id: format!("evt_{}", random_base62(24)),
+        event_id: format!("evt_{}", random_base62(crate::limits::ID_RANDOM_CHARS)),
         event_type: data.event_type().to_owned(),
         created_utc: now,
         data: data.data(),
     };
     let body = serde_json::to_string(&event)
         .map_err(|e| crate::Error::Internal(format!("event body: {e}")))?;
-    Ok((event.event_id, account_id, event.event_type, body))
-}
-
-/// The set-oriented [`insert_event`] of a group transaction: every event in one statement and
-/// every outbox message in another, in the order given, due now. Events without an endpoint
-/// are skipped, as [`insert_event`] skips them. SQLite's license group runs it; PostgreSQL's
-/// writes the same rows in its one statement (`licenses/group`).
-pub(crate) async fn insert_events(
-    store: &Store,
-    tx: &mut Tx,
-    events: &[(i64, EventData, Vec<i64>)],
-) -> Result<()> {
-    let events: Vec<&(i64, EventData, Vec<i64>)> = events
-        .iter()
-        .filter(|(_, _, endpoints)| !endpoints.is_empty())
-        .collect();
-    if events.is_empty() {
-        return Ok(());
-    }
-    let now = store.now_utc();
-    let rows = events
-        .iter()
-        .map(|(account_id, data, _)| event_row(*account_id, data, now))
-        .collect::<Result<Vec<_>>>()?;
-    let sql = "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-             json_extract(value, '$[2]'), json_extract(value, '$[3]'), $2 \
-             FROM json_each($1) ORDER BY key RETURNING id, event_id";
-    let inserted: Vec<(i64, String)> = sqlx::query_as(sql)
-        .bind(json_param(&rows)?)
-        .bind(now)
-        .fetch_all(&mut **tx)
-        .await?;
-    let row_ids: HashMap<String, i64> = inserted.into_iter().map(|(id, e)| (e, id)).collect();
-    let mut messages = Vec::new();
-    for ((event_id, ..), (_, _, endpoints)) in rows.iter().zip(&events) {
-        let event_row = *row_ids
-            .get(event_id)
-            .ok_or_else(|| crate::Error::Internal("an event row went missing".to_owned()))?;
-        messages.extend(endpoints.iter().map(|endpoint| (event_row, *endpoint)));
-    }
-    let sql = "INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), 'pending', 0, $2 \
-             FROM json_each($1) ORDER BY key";
-    sqlx::query(sql)
-        .bind(json_param(&messages)?)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    store.wake_webhook_worker();
-    Ok(())
+    Ok(EventRow {
+        event_id: event.event_id,
+        account_id,
+        event_type: event.event_type,
+        body,
+    })
 }
 
 /// Records `data` in `tx` for every enabled endpoint of the account subscribed to its type.
@@ -401,14 +379,7 @@ pub(crate) async fn insert_event(
         return Ok(());
     }
     let now = store.now_utc();
-    let event = WebhookEvent {
-        event_id: format!("evt_{}", random_base62(crate::limits::ID_RANDOM_CHARS)),
-        event_type: data.event_type().to_owned(),
-        created_utc: now,
-        data: data.data(),
-    };
-    let body = serde_json::to_string(&event)
-        .map_err(|e| crate::Error::Internal(format!("event body: {e}")))?;
+    let event = event_row(account_id, data, now)?;
     let event_row: i64 = sqlx::query_scalar(
         "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
          VALUES ($1, $2, $3, $4, $5) RETURNING id",
@@ -416,7 +387,7 @@ pub(crate) async fn insert_event(
     .bind(event.event_id.as_str())
     .bind(account_id)
     .bind(event.event_type.as_str())
-    .bind(body.as_str())
+    .bind(event.body.as_str())
     .bind(now)
     .fetch_one(&mut **tx)
     .await?;

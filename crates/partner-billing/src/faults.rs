@@ -26,13 +26,76 @@ pub enum FaultPoint {
     /// Makes the batch's first code hash one that another batch already holds, as an 80-bit
     /// collision would: the code must be redrawn, not the batch failed.
     CodeCollision,
+    /// Fails a change's transaction right after its audit entry is written, as a database
+    /// error would: neither the change nor the entry may remain.
+    AfterAuditEntry,
 }
 
-/// The faults armed on one store, each consumed by the first check at its point.
+/// Points at which a test can hold work in place, while it checks what else goes on
+/// (feature `fault-injection`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HoldPoint {
+    /// A promo batch holding its generation turn (its account's slot and a global one),
+    /// before it draws its codes. Held per account.
+    PromoTurnTaken,
+    /// A promo batch inside its write transaction, after the debit: a slow write, as a slow
+    /// disk would make it. Held per account.
+    PromoWriteOpen,
+}
+
+/// The faults armed on one store, each consumed by the first check at its point, and the
+/// holds set up.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
     armed: Arc<Mutex<Vec<FaultPoint>>>,
+    #[cfg(feature = "fault-injection")]
+    holds: Arc<Mutex<Vec<HoldEntry>>>,
+}
+
+/// One hold: its point, its subject, and its state.
+#[cfg(feature = "fault-injection")]
+type HoldEntry = (HoldPoint, i64, Arc<HoldState>);
+
+/// Work held at one point for one subject: how much arrived, and whether it is released.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug)]
+struct HoldState {
+    arrived: tokio::sync::watch::Sender<usize>,
+    released: tokio::sync::watch::Sender<bool>,
+}
+
+/// Holds every arrival at a [`HoldPoint`] for one subject until released (or dropped).
+#[cfg(feature = "fault-injection")]
+#[derive(Debug)]
+pub struct Hold {
+    state: Arc<HoldState>,
+}
+
+#[cfg(feature = "fault-injection")]
+impl Hold {
+    /// Waits until at least `n` arrivals are held.
+    pub async fn wait_for_arrivals(&self, n: usize) {
+        let mut arrived = self.state.arrived.subscribe();
+        let _ = arrived.wait_for(|count| *count >= n).await;
+    }
+
+    /// How many arrived at the point so far.
+    pub fn arrived(&self) -> usize {
+        *self.state.arrived.borrow()
+    }
+
+    /// Lets everything held go on, and every later arrival pass.
+    pub fn release(&self) {
+        self.state.released.send_replace(true);
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl Faults {
@@ -57,6 +120,44 @@ impl Faults {
             None => false,
         }
     }
+
+    /// Holds every later arrival at `point` for `subject` until the hold is released.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn hold(&self, point: HoldPoint, subject: i64) -> Hold {
+        let state = Arc::new(HoldState {
+            arrived: tokio::sync::watch::Sender::new(0),
+            released: tokio::sync::watch::Sender::new(false),
+        });
+        self.holds.lock().unwrap_or_else(|p| p.into_inner()).push((
+            point,
+            subject,
+            Arc::clone(&state),
+        ));
+        Hold { state }
+    }
+
+    /// Waits at `point` while a hold for `subject` is set and not released.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) async fn pass(&self, point: HoldPoint, subject: i64) {
+        let held: Vec<Arc<HoldState>> = self
+            .holds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(p, s, _)| *p == point && *s == subject)
+            .map(|(_, _, state)| Arc::clone(state))
+            .collect();
+        for state in held {
+            let mut released = state.released.subscribe();
+            state.arrived.send_modify(|count| *count += 1);
+            let _ = released.wait_for(|released| *released).await;
+        }
+    }
+
+    /// Without feature `fault-injection` nothing is held.
+    #[cfg(not(feature = "fault-injection"))]
+    #[inline(always)]
+    pub(crate) async fn pass(&self, _point: HoldPoint, _subject: i64) {}
 
     /// Without feature `fault-injection` nothing can be armed: no lock on the request path.
     #[cfg(not(feature = "fault-injection"))]

@@ -1,4 +1,4 @@
-//! Idempotency of partner and product writes (docs/design.md).
+//! Idempotency of every keyed write (docs/design.md, docs/write-engine.md).
 //!
 //! A partner key is scoped to the account (it survives key rotation) and shared by both partner
 //! write endpoints; a product key is scoped to its caller (an operator token, or the operator's
@@ -7,6 +7,11 @@
 //! that body and changes nothing, a retry with a different request is refused, and a retry while
 //! the first still runs is `RequestInProgress`. Outcomes that consumed nothing are not stored, so
 //! a retry runs again.
+//!
+//! One API for every keyed write, in four steps: [`claim`] the key in this process, check it
+//! ([`start`] for one request, [`KeyBatch`] for a group of many), decide and write the effects,
+//! record the outcome with them ([`KeyedWrite::commit`], or the batch's record rows). What a
+//! key check comes to is one type, [`Keyed`]; its refusals are errors.
 
 use crate::db::{Tx, dialect, is_unique_violation};
 use crate::domain::{IdempotencyKey, sha256_hex};
@@ -15,12 +20,9 @@ use crate::faults::{CrashPoint, crash_point};
 use crate::runtime::InFlightGuard;
 use crate::store::Store;
 
-mod group;
+mod batch;
 
-pub(crate) use group::{
-    Found, GroupKeyedRequest, StoredOutcome, check, lock_names, record_many, record_row,
-    try_lock_many,
-};
+pub(crate) use batch::{KeyBatch, RecordRow, StoredOutcome};
 
 /// The outcome of a partner write, and whether it was replayed from an earlier success.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +64,7 @@ pub(crate) enum Scope<'a> {
 
 impl Scope<'_> {
     /// The key as one string, for the in-process registry and the PostgreSQL advisory lock.
-    fn lock_name(self, key: &IdempotencyKey) -> String {
+    pub(crate) fn lock_name(self, key: &IdempotencyKey) -> String {
         match self {
             Self::Account(account_id) => format!("account:{account_id}:{}", key.as_str()),
             Self::Operator(scope) => format!("operator:{scope}:{}", key.as_str()),
@@ -70,8 +72,50 @@ impl Scope<'_> {
     }
 }
 
-/// Holds the key for this request: in this process (a map of keys in flight) and, on
-/// PostgreSQL, across replicas (a transaction-scoped advisory lock taken in [`begin`]).
+/// A keyed request: whose key it is, the key, and what the request is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyedRequest<'a> {
+    pub scope: Scope<'a>,
+    pub key: &'a IdempotencyKey,
+    pub fingerprint: &'a Fingerprint,
+}
+
+/// What the check of a key comes to, for one request or each request of a batch: the one
+/// outcome type of the write engine. A refusal (the key reused for another request, the key in
+/// progress) is an [`Error`] beside it.
+#[derive(Debug)]
+pub(crate) enum Keyed<T> {
+    /// No earlier outcome: the write goes ahead with `T` (the open [`KeyedWrite`], or the
+    /// effects a batch decided).
+    Fresh(T),
+    /// The stored response body of the earlier success.
+    Replay(String),
+}
+
+/// The check itself, from whether this transaction holds the key's lock and what is stored
+/// under the key: the same rule for [`start`] and [`KeyBatch`].
+fn check(
+    held: bool,
+    stored: Option<&StoredOutcome>,
+    fingerprint: &Fingerprint,
+) -> Result<Keyed<()>> {
+    if !held {
+        return Err(Error::RequestInProgress);
+    }
+    match stored {
+        None => Ok(Keyed::Fresh(())),
+        Some(stored)
+            if stored.operation != fingerprint.operation
+                || stored.fingerprint != fingerprint.digest =>
+        {
+            Err(Error::IdempotencyKeyReused)
+        }
+        Some(stored) => Ok(Keyed::Replay(stored.response_body.clone())),
+    }
+}
+
+/// Holds the key for this request in this process (a map of keys in flight); across replicas
+/// the PostgreSQL advisory lock taken by [`start`] or [`KeyBatch::lock`] holds it.
 pub(crate) struct Claim {
     _in_flight: InFlightGuard,
 }
@@ -83,8 +127,21 @@ pub(crate) fn claim(store: &Store, scope: Scope<'_>, key: &IdempotencyKey) -> Re
     })
 }
 
+/// [`claim`], naming the operation (`license`, `promo_batch`) that the request lookup reports
+/// while the request runs.
+pub(crate) fn claim_for(
+    store: &Store,
+    scope: Scope<'_>,
+    key: &IdempotencyKey,
+    operation: &'static str,
+) -> Result<Claim> {
+    Ok(Claim {
+        _in_flight: store.claim_in_flight_for(scope.lock_name(key), operation)?,
+    })
+}
+
 /// Whether an outcome is already stored for the key: a read without lock or transaction, so a
-/// retry can skip work that only a fresh request needs (drawing 1000 promo codes). [`begin`]
+/// retry can skip work that only a fresh request needs (drawing 1000 promo codes). [`start`]
 /// still decides, under the lock.
 pub(crate) async fn has_outcome(
     store: &Store,
@@ -107,42 +164,48 @@ pub(crate) async fn has_outcome(
     Ok(found.is_some())
 }
 
-/// Begins the write transaction of a keyed request and looks for an earlier outcome.
-/// Returns the open transaction, or the stored body when this is a replay.
-pub(crate) async fn begin(
+/// Checks the key of one request: begins its write transaction, takes the key's lock across
+/// replicas (PostgreSQL) and reads its stored outcome. A replay or a refusal ends the
+/// transaction at once (releasing the lock); a fresh request gets the open [`KeyedWrite`].
+pub(crate) async fn start<'a>(
     store: &Store,
     _claim: &Claim,
-    scope: Scope<'_>,
-    key: &IdempotencyKey,
-    fingerprint: &Fingerprint,
-) -> Result<Begun> {
+    request: KeyedRequest<'a>,
+) -> Result<Keyed<KeyedWrite<'a>>> {
     let mut tx = store.begin_write().await?;
-    match find_outcome(store, &mut tx, scope, key, fingerprint).await {
-        Ok(None) => Ok(Begun::Fresh(tx)),
-        Ok(Some(body)) => {
+    match stored_outcome(store, &mut tx, request).await {
+        Ok(Keyed::Fresh(())) => Ok(Keyed::Fresh(KeyedWrite {
+            tx,
+            request,
+            now_utc: store.now_utc(),
+        })),
+        other => {
             // Release the key's lock now, not when the connection is next used.
             let _ = tx.rollback().await;
-            Ok(Begun::Replay(body))
-        }
-        Err(err) => {
-            let _ = tx.rollback().await;
-            Err(err)
+            other.map(|keyed| match keyed {
+                Keyed::Replay(body) => Keyed::Replay(body),
+                Keyed::Fresh(()) => unreachable!("a fresh key keeps its transaction"),
+            })
         }
     }
 }
 
-/// Locks the key across replicas (PostgreSQL) and reads its stored outcome, if any.
-pub(crate) async fn find_outcome(
+/// Locks the key across replicas (PostgreSQL) and checks its stored outcome, if any.
+async fn stored_outcome(
     store: &Store,
     tx: &mut Tx,
-    scope: Scope<'_>,
-    key: &IdempotencyKey,
-    fingerprint: &Fingerprint,
-) -> Result<Option<String>> {
-    if !dialect::try_lock_name(store.backend(), tx, &scope.lock_name(key)).await? {
+    request: KeyedRequest<'_>,
+) -> Result<Keyed<()>> {
+    let KeyedRequest {
+        scope,
+        key,
+        fingerprint,
+    } = request;
+    let held = dialect::try_lock_name(store.backend(), tx, &scope.lock_name(key)).await?;
+    if !held {
         return Err(Error::RequestInProgress);
     }
-    let row: Option<(String, String, String)> = match scope {
+    let stored: Option<StoredOutcome> = match scope {
         Scope::Account(account_id) => sqlx::query_as(
             "SELECT operation, fingerprint, response_body FROM idempotency_records \
              WHERE account_id = $1 AND idempotency_key = $2",
@@ -157,48 +220,7 @@ pub(crate) async fn find_outcome(
     .bind(key.as_str())
     .fetch_optional(&mut **tx)
     .await?;
-    let Some((operation, digest, response_body)) = row else {
-        return Ok(None);
-    };
-    if operation != fingerprint.operation || digest != fingerprint.digest {
-        return Err(Error::IdempotencyKeyReused);
-    }
-    Ok(Some(response_body))
-}
-
-/// Ends the transaction of a keyed request: COMMIT on success, an immediate ROLLBACK on
-/// failure, so the key's lock is released before the answer and an immediate retry runs again
-/// instead of meeting `RequestInProgress`.
-pub(crate) async fn settle<T>(tx: Tx, result: Result<T>) -> Result<T> {
-    match result {
-        Ok(value) => {
-            crash_point(CrashPoint::BeforeCommit);
-            tx.commit().await?;
-            crash_point(CrashPoint::AfterCommit);
-            Ok(value)
-        }
-        Err(err) => {
-            let _ = tx.rollback().await;
-            Err(err)
-        }
-    }
-}
-
-/// A keyed request: whose key it is, the key, and what the request is.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeyedRequest<'a> {
-    pub scope: Scope<'a>,
-    pub key: &'a IdempotencyKey,
-    pub fingerprint: &'a Fingerprint,
-}
-
-/// What [`begin_keyed`] found.
-pub(crate) enum Started<'a> {
-    /// No earlier outcome: write the effects in this transaction, then
-    /// [`commit`](KeyedWrite::commit).
-    Fresh(KeyedWrite<'a>),
-    /// The stored response body of the earlier success.
-    Replay(String),
+    check(held, stored.as_ref(), fingerprint)
 }
 
 /// A keyed write under way: its transaction, and the time it began, read once the key's
@@ -207,31 +229,6 @@ pub(crate) struct KeyedWrite<'a> {
     tx: Tx,
     request: KeyedRequest<'a>,
     now_utc: i64,
-}
-
-/// Begins the write transaction of a keyed request (see [`begin`]): the stored answer of an
-/// earlier success, or a [`KeyedWrite`] to write the effects in.
-pub(crate) async fn begin_keyed<'a>(
-    store: &Store,
-    claim: &Claim,
-    request: KeyedRequest<'a>,
-) -> Result<Started<'a>> {
-    match begin(
-        store,
-        claim,
-        request.scope,
-        request.key,
-        request.fingerprint,
-    )
-    .await?
-    {
-        Begun::Replay(body) => Ok(Started::Replay(body)),
-        Begun::Fresh(tx) => Ok(Started::Fresh(KeyedWrite {
-            tx,
-            request,
-            now_utc: store.now_utc(),
-        })),
-    }
 }
 
 impl KeyedWrite<'_> {
@@ -245,29 +242,34 @@ impl KeyedWrite<'_> {
         self.now_utc
     }
 
+    /// Ends the write without effects, releasing the key's lock at once.
+    pub(crate) async fn abandon(self) {
+        let _ = self.tx.rollback().await;
+    }
+
     /// The one way a keyed write ends: on success the record of its outcome is written and
-    /// committed together with its effects; on an error all of it is rolled back at once
-    /// (see [`settle`]), so a retry runs again.
+    /// committed together with its effects; on an error all of it is rolled back at once, so
+    /// the key's lock is released before the answer and an immediate retry runs again instead
+    /// of meeting `RequestInProgress`.
     pub(crate) async fn commit<T: serde::Serialize>(mut self, effects: Result<T>) -> Result<T> {
-        let KeyedRequest {
-            scope,
-            key,
-            fingerprint,
-        } = self.request;
         let result = match effects {
-            Ok(outcome) => record(
-                &mut self.tx,
-                scope,
-                key,
-                fingerprint,
-                &outcome,
-                self.now_utc,
-            )
-            .await
-            .map(|()| outcome),
+            Ok(outcome) => record(&mut self.tx, self.request, &outcome, self.now_utc)
+                .await
+                .map(|()| outcome),
             Err(err) => Err(err),
         };
-        settle(self.tx, result).await
+        match result {
+            Ok(value) => {
+                crash_point(CrashPoint::BeforeCommit);
+                self.tx.commit().await?;
+                crash_point(CrashPoint::AfterCommit);
+                Ok(value)
+            }
+            Err(err) => {
+                let _ = self.tx.rollback().await;
+                Err(err)
+            }
+        }
     }
 }
 
@@ -281,25 +283,25 @@ pub(crate) fn replayed<T: serde::de::DeserializeOwned>(body: &str) -> Result<Out
     })
 }
 
-/// What [`begin`] found.
-pub(crate) enum Begun {
-    /// No earlier outcome: do the work in this transaction.
-    Fresh(Tx),
-    /// The stored response body of the earlier success.
-    Replay(String),
+/// The response body stored for a success: its outcome as JSON.
+fn response_body<T: serde::Serialize>(outcome: &T) -> Result<String> {
+    serde_json::to_string(outcome)
+        .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))
 }
 
-/// Stores the outcome of a success (its response body, as JSON) inside its transaction.
-pub(crate) async fn record<T: serde::Serialize>(
+/// Stores the outcome of a success inside its transaction.
+async fn record<T: serde::Serialize>(
     tx: &mut Tx,
-    scope: Scope<'_>,
-    key: &IdempotencyKey,
-    fingerprint: &Fingerprint,
+    request: KeyedRequest<'_>,
     outcome: &T,
     now_utc: i64,
 ) -> Result<()> {
-    let response_body = serde_json::to_string(outcome)
-        .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))?;
+    let KeyedRequest {
+        scope,
+        key,
+        fingerprint,
+    } = request;
+    let response_body = response_body(outcome)?;
     match scope {
         Scope::Account(account_id) => sqlx::query(
             "INSERT INTO idempotency_records \

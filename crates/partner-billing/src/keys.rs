@@ -8,6 +8,7 @@
 
 use subtle::ConstantTimeEq;
 
+use crate::audit::{Action, Entry, Origin};
 use crate::db::{Tx, dialect};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
@@ -37,13 +38,20 @@ pub async fn create_api_key(
     store: &Store,
     account_id: i64,
     name: Option<&str>,
+    origin: &Origin,
 ) -> Result<CreatedApiKey> {
     let name = parse_key_name(name)?;
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
     let client_id = lock_account(store, &mut tx, account_id).await?;
     let created = insert_key(store, &mut tx, account_id, client_id, name, now).await?;
+    let written = Entry::new(Action::ApiKeyCreated, Some(account_id))
+        .id("apiKeyId", created.api_key_id.clone())
+        .text("name", created.name.as_deref())
+        .write(store, &mut tx, origin)
+        .await?;
     tx.commit().await?;
+    written.committed(store);
     tracing::info!(client_id = %created.client_id, api_key_id = %created.api_key_id, "API key created");
     Ok(created)
 }
@@ -73,6 +81,7 @@ pub async fn roll_api_key(
     account_id: i64,
     api_key_id: &str,
     expires_in_seconds: Option<i64>,
+    origin: &Origin,
 ) -> Result<CreatedApiKey> {
     let grace = parse_roll_grace(expires_in_seconds)?;
     let now = store.now_utc();
@@ -95,7 +104,15 @@ pub async fn roll_api_key(
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
+    let written = Entry::new(Action::ApiKeyRolled, Some(account_id))
+        .id("apiKeyId", api_key_id)
+        .id("newApiKeyId", created.api_key_id.clone())
+        .text("name", created.name.as_deref())
+        .value("expiresUtc", expires_utc)
+        .write(store, &mut tx, origin)
+        .await?;
     tx.commit().await?;
+    written.committed(store);
     tracing::info!(
         client_id = %created.client_id,
         api_key_id = %api_key_id,
@@ -184,17 +201,27 @@ pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList>
 
 /// Revokes a key of this account; revoking a revoked key again succeeds. A key of another
 /// account is [`Error::ApiKeyNotFound`], exactly like an unknown one.
-pub async fn revoke_api_key(store: &Store, account_id: i64, api_key_id: &str) -> Result<()> {
+pub async fn revoke_api_key(
+    store: &Store,
+    account_id: i64,
+    api_key_id: &str,
+    origin: &Origin,
+) -> Result<()> {
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
-    let key: Option<(String, Option<String>)> = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct KeyRow {
+        status: String,
+        name: Option<String>,
+    }
+    let key: Option<KeyRow> = sqlx::query_as(
         "SELECT status, name FROM api_keys WHERE api_key_id = $1 AND account_id = $2",
     )
     .bind(api_key_id)
     .bind(account_id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((status, name)) = key else {
+    let Some(KeyRow { status, name }) = key else {
         return Err(Error::ApiKeyNotFound);
     };
     // Only the move from active to revoked is an event; revoking again changes nothing.
@@ -208,7 +235,15 @@ pub async fn revoke_api_key(store: &Store, account_id: i64, api_key_id: &str) ->
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    let mut written = None;
     if revoked > 0 && status != "revoked" {
+        written = Some(
+            Entry::new(Action::ApiKeyRevoked, Some(account_id))
+                .id("apiKeyId", api_key_id)
+                .text("name", name.as_deref())
+                .write(store, &mut tx, origin)
+                .await?,
+        );
         crate::events::record(
             store,
             &mut tx,
@@ -221,6 +256,9 @@ pub async fn revoke_api_key(store: &Store, account_id: i64, api_key_id: &str) ->
         .await?;
     }
     tx.commit().await?;
+    if let Some(written) = written {
+        written.committed(store);
+    }
     tracing::info!(api_key_id = %api_key_id, "API key revoked");
     Ok(())
 }
@@ -338,9 +376,10 @@ pub async fn revoke_api_key_for(
     store: &Store,
     client_id: &ClientId,
     api_key_id: &str,
+    origin: &Origin,
 ) -> Result<()> {
     let account_id = account_id_of(store, client_id).await?;
-    revoke_api_key(store, account_id, api_key_id).await
+    revoke_api_key(store, account_id, api_key_id, origin).await
 }
 
 pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
@@ -368,7 +407,13 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
         return Ok(0);
     }
     let mut tx = store.begin_write().await?;
-    let rows: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct ExpiredKey {
+        account_id: i64,
+        api_key_id: String,
+        name: Option<String>,
+    }
+    let rows: Vec<ExpiredKey> = sqlx::query_as(
         "UPDATE api_keys SET expiry_event_utc = $1 WHERE status = 'active' \
          AND expires_utc <= $1 AND expiry_event_utc IS NULL \
          RETURNING account_id, api_key_id, name",
@@ -377,7 +422,12 @@ pub async fn record_expirations(store: &Store) -> Result<u64> {
     .fetch_all(&mut *tx)
     .await?;
     let expired = rows.len() as u64;
-    for (account_id, api_key_id, name) in rows {
+    for ExpiredKey {
+        account_id,
+        api_key_id,
+        name,
+    } in rows
+    {
         crate::events::record(
             store,
             &mut tx,

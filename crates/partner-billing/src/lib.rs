@@ -6,6 +6,7 @@
 //! typed async functions over a [`store::Store`] on SQLite or PostgreSQL.
 #![forbid(unsafe_code)]
 
+pub mod csv;
 pub mod domain;
 pub mod limits;
 pub mod webhook_signature;
@@ -15,6 +16,8 @@ pub mod wire;
 pub mod accounts;
 #[cfg(feature = "db")]
 pub mod activity;
+#[cfg(feature = "db")]
+pub mod audit;
 #[cfg(feature = "db")]
 pub mod clock;
 #[cfg(feature = "db")]
@@ -44,6 +47,8 @@ pub mod promo;
 #[cfg(feature = "db")]
 pub mod quota;
 #[cfg(feature = "db")]
+pub mod reads;
+#[cfg(feature = "db")]
 pub mod redemption;
 #[cfg(feature = "db")]
 pub mod runtime;
@@ -53,6 +58,8 @@ pub mod store;
 pub mod subscriptions;
 #[cfg(feature = "db")]
 pub mod throttle;
+#[cfg(feature = "db")]
+pub mod voids;
 #[cfg(feature = "db")]
 pub mod webhooks;
 

@@ -51,6 +51,18 @@ pub const MAX_WEBHOOK_ENDPOINTS: usize = 5;
 pub const WEBHOOK_DELIVERIES_LISTED: usize = 100;
 /// A delivery attempt's `error` text (it may quote the URL the attempt was refused for).
 pub const WEBHOOK_DELIVERY_ERROR_MAX_CHARS: usize = WEBHOOK_URL_MAX_CHARS + 256;
+/// `limit` of a keyset-paged list: 1–500.
+pub const PAGE_LIMIT_MAX: i64 = 500;
+/// `limit` of a keyset-paged list when none is given.
+pub const PAGE_LIMIT_DEFAULT: i64 = 100;
+/// A list's opaque cursor.
+pub const CURSOR_MAX_CHARS: usize = 256;
+/// A ledger entry's `reference` (a license id, a batch's order id, an operator's reference).
+pub const LEDGER_REFERENCE_MAX_CHARS: usize = 500;
+/// Codes in one request to void listed promo codes.
+pub const VOID_CODES_MAX: usize = 1000;
+/// The body of a request to void listed promo codes (1000 codes as typed fit).
+pub const VOID_CODES_MAX_BODY_BYTES: usize = 64 * 1024;
 /// `X-Request-Id` taken from a request: 1–64 visible ASCII characters.
 pub const REQUEST_ID_MAX_CHARS: usize = 64;
 

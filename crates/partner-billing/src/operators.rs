@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::audit::{Action, Entry, Origin};
 use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Secret, SecretKind};
 use crate::error::{Error, Result};
@@ -86,10 +87,15 @@ fn parse_token_name(name: &str) -> Result<String, InvalidField> {
 
 /// Creates a token with a unique name; its plaintext is in the result and nowhere else.
 /// A name in use (revoked tokens included) is [`Error::AlreadyExists`].
-pub async fn create_operator_token(store: &Store, name: &str) -> Result<CreatedOperatorToken> {
+pub async fn create_operator_token(
+    store: &Store,
+    name: &str,
+    origin: &Origin,
+) -> Result<CreatedOperatorToken> {
     let name = parse_token_name(name)?;
     let token = Secret::generate(SecretKind::OperatorToken);
     let now = store.now_utc();
+    let mut tx = store.begin_write().await?;
     sqlx::query(
         "INSERT INTO operator_tokens (name, token_hash, status, created_utc) \
          VALUES ($1, $2, 'active', $3)",
@@ -97,7 +103,7 @@ pub async fn create_operator_token(store: &Store, name: &str) -> Result<CreatedO
     .bind(name.as_str())
     .bind(token.hash())
     .bind(now)
-    .execute(store.pool())
+    .execute(&mut *tx)
     .await
     .map_err(|e| {
         if is_unique_violation(&e) {
@@ -106,6 +112,12 @@ pub async fn create_operator_token(store: &Store, name: &str) -> Result<CreatedO
             e.into()
         }
     })?;
+    let written = Entry::new(Action::OperatorTokenCreated, None)
+        .id("operatorTokenName", name.as_str())
+        .write(store, &mut tx, origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
     tracing::info!(name = %name, "operator token created");
     Ok(CreatedOperatorToken {
         name,
@@ -126,18 +138,30 @@ pub async fn list_operator_tokens(store: &Store) -> Result<Vec<OperatorTokenInfo
 
 /// Revokes a token by name; it is refused from the next request on. Revoking it again
 /// succeeds; an unknown name is [`Error::NotFound`].
-pub async fn revoke_operator_token(store: &Store, name: &str) -> Result<()> {
-    let result = sqlx::query(
+pub async fn revoke_operator_token(store: &Store, name: &str, origin: &Origin) -> Result<()> {
+    let mut tx = store.begin_write().await?;
+    let status: String = sqlx::query_scalar("SELECT status FROM operator_tokens WHERE name = $1")
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound("operator token"))?;
+    if status == "revoked" {
+        return Ok(());
+    }
+    sqlx::query(
         "UPDATE operator_tokens SET status = 'revoked', revoked_utc = COALESCE(revoked_utc, $1) \
          WHERE name = $2",
     )
     .bind(store.now_utc())
     .bind(name)
-    .execute(store.pool())
+    .execute(&mut *tx)
     .await?;
-    if result.rows_affected() == 0 {
-        return Err(Error::NotFound("operator token"));
-    }
+    let written = Entry::new(Action::OperatorTokenRevoked, None)
+        .id("operatorTokenName", name)
+        .write(store, &mut tx, origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
     tracing::info!(name = %name, "operator token revoked");
     Ok(())
 }
@@ -149,7 +173,17 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
     if !token.has_shape(SecretKind::OperatorToken) {
         return Err(Error::Unauthorized);
     }
-    let (token_id, name, last_used_utc): (i64, String, Option<i64>) = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct TokenRow {
+        id: i64,
+        name: String,
+        last_used_utc: Option<i64>,
+    }
+    let TokenRow {
+        id: token_id,
+        name,
+        last_used_utc,
+    } = sqlx::query_as(
         "SELECT id, name, last_used_utc FROM operator_tokens \
          WHERE token_hash = $1 AND status = 'active'",
     )

@@ -3,6 +3,7 @@
 use serde::Serialize;
 use sqlx::AnyConnection;
 
+use crate::audit::{Action, Entry, Origin};
 use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Login, PlanId, PlanSlug, UserId};
 use crate::error::{Error, Result};
@@ -73,8 +74,9 @@ impl NewPlan {
     }
 }
 
-pub async fn create_plan(store: &Store, plan: NewPlan) -> Result<Plan> {
+pub async fn create_plan(store: &Store, plan: NewPlan, origin: &Origin) -> Result<Plan> {
     let now = store.now_utc();
+    let mut tx = store.begin_write().await?;
     sqlx::query(
         "INSERT INTO plans (slug, name, duration_days, redemptions_per_code, code_validity_days, created_utc) \
          VALUES ($1, $2, $3, $4, $5, $6)",
@@ -85,9 +87,19 @@ pub async fn create_plan(store: &Store, plan: NewPlan) -> Result<Plan> {
     .bind(plan.redemptions_per_code)
     .bind(plan.code_validity_days)
     .bind(now)
-    .execute(store.pool())
+    .execute(&mut *tx)
     .await
     .map_err(|e| if is_unique_violation(&e) { Error::AlreadyExists("plan") } else { e.into() })?;
+    let written = Entry::new(Action::PlanCreated, None)
+        .id("productSlug", plan.slug.as_str())
+        .text("name", Some(&plan.name))
+        .value("durationDays", plan.duration_days)
+        .value("redemptionsPerCode", plan.redemptions_per_code)
+        .value("codeValidityDays", plan.code_validity_days)
+        .write(store, &mut tx, origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
     Ok(Plan {
         slug: plan.slug.to_string(),
         name: plan.name,
@@ -155,15 +167,28 @@ pub(crate) async fn find_plan(conn: &mut AnyConnection, slug: &PlanSlug) -> Resu
 }
 
 /// Registers a login; registering it again is a no-op. Returns whether it was new.
-pub async fn add_user(store: &Store, login: &Login) -> Result<bool> {
+///
+/// Only a registration that adds the login is an entry of the trail (`user.created`).
+pub async fn add_user(store: &Store, login: &Login, origin: &Origin) -> Result<bool> {
+    let mut tx = store.begin_write().await?;
     let result = sqlx::query(
         "INSERT INTO users (login, created_utc) VALUES ($1, $2) ON CONFLICT (login) DO NOTHING",
     )
     .bind(login.as_str())
     .bind(store.now_utc())
-    .execute(store.pool())
+    .execute(&mut *tx)
     .await?;
-    Ok(result.rows_affected() == 1)
+    if result.rows_affected() != 1 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    let written = Entry::new(Action::UserCreated, None)
+        .id("login", login.as_str())
+        .write(store, &mut tx, origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
+    Ok(true)
 }
 
 /// A login registered, and whether this call registered it.
@@ -176,8 +201,8 @@ pub struct Registration {
 
 /// Registers a login (the product API's `POST /users`): idempotent, and answers with the
 /// login's first registration time either way.
-pub async fn register_user(store: &Store, login: &Login) -> Result<Registration> {
-    let created = add_user(store, login).await?;
+pub async fn register_user(store: &Store, login: &Login, origin: &Origin) -> Result<Registration> {
+    let created = add_user(store, login, origin).await?;
     let created_utc: i64 = sqlx::query_scalar("SELECT created_utc FROM users WHERE login = $1")
         .bind(login.as_str())
         .fetch_one(store.pool())

@@ -1,15 +1,19 @@
 //! Prepaid quota: per account and plan a balance that always equals the sum of its
-//! append-only ledger entries, and is never negative.
+//! append-only ledger entries, and is never negative. The operator's credits and adjustments
+//! are in [`corrections`].
+
+mod corrections;
+
+pub use corrections::{Corrected, Correction, adjust, credit};
 
 use serde::Serialize;
 
-use crate::db::{Tx, json_param};
+use crate::db::Tx;
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::keys::account_id_of;
-use crate::plans::find_plan;
 use crate::store::Store;
-use crate::wire::{Balance, Balances};
+use crate::wire::Balances;
 
 /// Why a ledger entry was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,71 +47,6 @@ pub struct LedgerEntry {
     pub reason: Option<String>,
     pub reference: Option<String>,
     pub created_utc: i64,
-}
-
-/// Credits `units` of a plan to an account (the operator's top-up).
-pub async fn credit(
-    store: &Store,
-    client_id: &ClientId,
-    plan: &PlanSlug,
-    units: i64,
-    reason: &str,
-) -> Result<Balance> {
-    if !(1..=crate::limits::CREDIT_MAX_UNITS).contains(&units) {
-        return Err(
-            crate::domain::InvalidField::new("units", "must be between 1 and 1000000000").into(),
-        );
-    }
-    if reason.trim().is_empty() || reason.chars().count() > 500 {
-        return Err(crate::domain::InvalidField::new("reason", "must be 1-500 characters").into());
-    }
-    let account_id = account_id_of(store, client_id).await?;
-    let mut tx = store.begin_write().await?;
-    let plan_row = find_plan(&mut tx, plan).await?;
-    let remaining: i64 = sqlx::query_scalar(
-        "INSERT INTO balances (account_id, plan_id, remaining) VALUES ($1, $2, $3) \
-         ON CONFLICT (account_id, plan_id) DO UPDATE SET remaining = balances.remaining + excluded.remaining \
-         RETURNING remaining",
-    )
-    .bind(account_id)
-    .bind(plan_row.id)
-    .bind(units)
-    .fetch_one(&mut *tx)
-    .await?;
-    let now = store.now_utc();
-    append_entry(
-        &mut tx,
-        &NewEntry {
-            account_id,
-            plan_id: plan_row.id,
-            kind: EntryKind::Credit,
-            delta: units,
-            balance_after: remaining,
-            actor: "operator",
-            reason: Some(reason),
-            reference: None,
-            created_utc: now,
-        },
-    )
-    .await?;
-    crate::events::record(
-        store,
-        &mut tx,
-        account_id,
-        crate::events::EventData::BalanceCredited {
-            product_slug: plan.to_string(),
-            units,
-            remaining_balance: remaining,
-            reason: reason.to_owned(),
-        },
-    )
-    .await?;
-    tx.commit().await?;
-    tracing::info!(client_id = %client_id, plan = %plan, units, "quota credited");
-    Ok(Balance {
-        product_slug: plan.to_string(),
-        remaining_balance: remaining,
-    })
 }
 
 /// A charge against an account's balance of one plan, as its ledger entry records it.
@@ -179,6 +118,12 @@ struct NewEntry<'a> {
 }
 
 async fn append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> Result<()> {
+    Ok(try_append_entry(tx, entry).await?)
+}
+
+/// [`append_entry`] with the database's error as it is, for a caller that tells a unique
+/// violation (an operator reference used twice at once) from other failures.
+async fn try_append_entry(tx: &mut Tx, entry: &NewEntry<'_>) -> sqlx::Result<()> {
     let NewEntry {
         account_id,
         plan_id,
@@ -221,65 +166,39 @@ pub(crate) struct GroupDebit<'a> {
     pub reference: &'a str,
 }
 
+/// A ledger entry of a group's debit, by column name, as the group's statements take it (a
+/// JSON object per entry; the kind and the time are the statement's own parameters).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct LedgerRow<'a> {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub delta: i64,
+    pub balance_after: i64,
+    pub actor: &'a str,
+    pub reference: &'a str,
+}
+
 impl<'a> GroupDebit<'a> {
-    /// Its ledger entry as the group statements take it: account, plan, delta, balance after,
-    /// actor, reference.
-    pub(crate) fn ledger_row(&self) -> (i64, i64, i64, i64, &'a str, &'a str) {
-        (
-            self.account_id,
-            self.plan_id,
-            -self.units,
-            self.balance_after,
-            self.actor,
-            self.reference,
-        )
+    /// Its ledger entry.
+    pub(crate) fn ledger_row(&self) -> LedgerRow<'a> {
+        LedgerRow {
+            account_id: self.account_id,
+            plan_id: self.plan_id,
+            delta: -self.units,
+            balance_after: self.balance_after,
+            actor: self.actor,
+            reference: self.reference,
+        }
     }
 }
 
-/// The set-oriented [`debit`] of a group transaction, for balances it read and locked: one
-/// statement sets every debited balance to what its debits leave (each row only if it still
-/// holds what was read), one statement appends every ledger entry. `balances` holds (account,
-/// plan, before, after); the caller has checked that each debit is covered. SQLite's group
-/// runs it; PostgreSQL's writes the same rows in its one statement (`licenses/group`).
-pub(crate) async fn debit_many(
-    tx: &mut Tx,
-    balances: &[(i64, i64, i64, i64)],
-    debits: &[GroupDebit<'_>],
-    kind: EntryKind,
-    now_utc: i64,
-) -> Result<()> {
-    if debits.is_empty() {
-        return Ok(());
-    }
-    let sql = "UPDATE balances SET remaining = j.new_remaining FROM \
-             (SELECT json_extract(value, '$[0]') AS account_id, json_extract(value, '$[1]') AS plan_id, \
-             json_extract(value, '$[2]') AS old_remaining, json_extract(value, '$[3]') AS new_remaining \
-             FROM json_each($1)) AS j \
-             WHERE balances.account_id = j.account_id AND balances.plan_id = j.plan_id \
-             AND balances.remaining = j.old_remaining";
-    let updated = sqlx::query(sql)
-        .bind(json_param(balances)?)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-    if usize::try_from(updated).ok() != Some(balances.len()) {
-        return Err(Error::Internal(
-            "a locked balance changed under its group transaction".to_owned(),
-        ));
-    }
-    let entries: Vec<_> = debits.iter().map(GroupDebit::ledger_row).collect();
-    let sql = "INSERT INTO ledger_entries \
-             (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), $2, \
-             json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), \
-             NULL, json_extract(value, '$[5]'), $3 FROM json_each($1) ORDER BY key";
-    sqlx::query(sql)
-        .bind(json_param(&entries)?)
-        .bind(kind.as_str())
-        .bind(now_utc)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+/// A balance a group debits: set to `after` only where it still holds `before`, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub(crate) struct BalanceChange {
+    pub account_id: i64,
+    pub plan_id: i64,
+    pub before: i64,
+    pub after: i64,
 }
 
 /// Every plan ever credited to the account, zero included, sorted by slug.

@@ -14,8 +14,9 @@ use uuid::Uuid;
 use crate::db::{Tx, is_unique_violation};
 use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started};
+use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::operators::OperatorIdentity;
+use crate::plans::find_user;
 use crate::promo::normalize_code;
 use crate::store::Store;
 use crate::subscriptions;
@@ -74,7 +75,11 @@ impl fmt::Debug for RedeemPromoCode {
 fn is_failed_guess(err: &Error) -> bool {
     matches!(
         err,
-        Error::CodeNotFound | Error::CodeExpired | Error::CodeExhausted | Error::AlreadyRedeemed
+        Error::CodeNotFound
+            | Error::CodeExpired
+            | Error::CodeVoided
+            | Error::CodeExhausted
+            | Error::AlreadyRedeemed
     )
 }
 
@@ -83,24 +88,25 @@ fn is_failed_guess(err: &Error) -> bool {
 ///
 /// Answers, besides the license: [`Error::UnknownLogin`], [`Error::TooManyAttempts`] (checked
 /// before the code), [`Error::CodeNotFound`] (unknown or malformed), [`Error::CodeExpired`],
-/// [`Error::AlreadyRedeemed`], [`Error::CodeExhausted`]. The same idempotency key with the same
+/// [`Error::AlreadyRedeemed`], [`Error::CodeExhausted`], [`Error::CodeVoided`] (its reseller
+/// withdrew the code or its batch; counted as a failed attempt, like an expired code). The same idempotency key with the same
 /// request replays the license; with another request it is [`Error::IdempotencyKeyReused`].
 pub async fn redeem_promo_code(
     store: &Store,
     operator: &OperatorIdentity,
     request: RedeemPromoCode,
 ) -> Result<Outcome<RedeemedLicense>> {
-    let user_id: UserId = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
-        .bind(request.login.as_str())
-        .fetch_optional(store.pool())
-        .await?
-        .ok_or(Error::UnknownLogin)?;
-    // A retry of a redemption that happened is answered from its record before any attempt
-    // limit is consulted (docs/security.md): it guesses nothing.
+    // The key first: a retry of a redemption that happened is answered from its record (and a
+    // key reused for another request is refused) before the login is looked up and before any
+    // attempt limit is consulted (docs/security.md): it guesses nothing.
     let owner = operator.idempotency_scope();
     if idempotency::has_outcome(store, Scope::Operator(&owner), &request.idempotency_key).await? {
-        return redeem_reserved(store, operator, &request, user_id).await;
+        return redeem_reserved(store, operator, &request, None).await;
     }
+    let user_id = {
+        let mut conn = store.pool().acquire().await?;
+        find_user(&mut conn, &request.login).await?
+    };
     let attempt = attempts::reserve(store, user_id).await?;
     // Failed guesses are bounded per operator token too, so spreading them over many logins
     // does not multiply the limit.
@@ -119,7 +125,7 @@ pub async fn redeem_promo_code(
                 });
             }
         };
-    let result = redeem_reserved(store, operator, &request, user_id).await;
+    let result = redeem_reserved(store, operator, &request, Some(user_id)).await;
     match &result {
         Err(err) if is_failed_guess(err) => {
             tracing::info!(operator = %operator.name, outcome = %err, "promo redemption refused");
@@ -145,12 +151,15 @@ struct CodeRow {
     plan_id: PlanId,
     plan_slug: String,
     duration_days: Option<i64>,
+    /// When the batch or the code was voided by its reseller; `None` while neither is.
+    voided_utc: Option<i64>,
 }
 
 async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
     sqlx::query_as(
         "SELECT b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
-         a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days \
+         a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days, \
+         COALESCE(b.voided_utc, c.voided_utc) AS voided_utc \
          FROM promo_codes c JOIN promo_batches b ON b.id = c.batch_row_id \
          JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
          WHERE c.code_hash = $1",
@@ -166,7 +175,7 @@ async fn redeem_reserved(
     store: &Store,
     operator: &OperatorIdentity,
     request: &RedeemPromoCode,
-    user_id: UserId,
+    user_id: Option<UserId>,
 ) -> Result<Outcome<RedeemedLicense>> {
     let code_hash = store.master_key()?.code_hash(&request.lookup_text());
     // The fingerprint holds the code's HMAC, never the code.
@@ -182,11 +191,19 @@ async fn redeem_reserved(
         key: &request.idempotency_key,
         fingerprint: &fingerprint,
     };
-    let mut write = match idempotency::begin_keyed(store, &claim, keyed).await? {
-        Started::Replay(body) => return idempotency::replayed(&body),
-        Started::Fresh(write) => write,
+    let mut write = match idempotency::start(store, &claim, keyed).await? {
+        Keyed::Replay(body) => return idempotency::replayed(&body),
+        Keyed::Fresh(write) => write,
     };
-    let granted = grant_license(store, &mut write, operator, request, user_id, &code_hash).await;
+    let granted = async {
+        // Looked up here, after the key, when the key had a record before the attempt count.
+        let user_id = match user_id {
+            Some(user_id) => user_id,
+            None => find_user(write.tx(), &request.login).await?,
+        };
+        grant_license(store, &mut write, operator, request, user_id, &code_hash).await
+    }
+    .await;
     let license = write.commit(granted).await?;
     tracing::info!(
         operator = %operator.name,
@@ -214,6 +231,9 @@ async fn grant_license(
     let now = write.now_utc();
     let tx = write.tx();
     let code = find_code(tx, code_hash).await?;
+    if code.voided_utc.is_some() {
+        return Err(Error::CodeVoided);
+    }
     if now > code.codes_expire_utc {
         return Err(Error::CodeExpired);
     }
@@ -240,11 +260,11 @@ async fn grant_license(
     if counted.rows_affected() == 0 {
         return Err(Error::CodeExhausted);
     }
+    let license_id = Uuid::new_v4().to_string();
     // A perpetual plan the login holds already: refused, and the rollback gives the code its
     // redemption back. Else the license starts where the login's latest one of the plan ends.
     let head = subscriptions::lock_head(tx, user_id.get(), code.plan_id.get(), now).await?;
     let period = subscriptions::next_period(head, code.duration_days, now)?;
-    let license_id = Uuid::new_v4().to_string();
     sqlx::query(
         "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, batch_id, created_utc, starts_utc, expires_utc) \
          VALUES ($1, $2, $3, $4, 'promo', $5, $6, $7, $8)",

@@ -12,16 +12,15 @@ use crate::clock::Clock;
 use crate::crypto::MasterKey;
 use crate::db::Db;
 use crate::error::Result;
-use crate::runtime::{
-    InFlightGuard, POSTGRES_PROMO_BATCHES_AT_ONCE, PromoPermit, PromoPermits, Runtime,
-    WebhookSettings,
-};
+use crate::runtime::{Capacity, InFlightGuard, PromoPermit, Runtime, WebhookSettings};
 
 pub use crate::db::{Backend, Tx};
 #[cfg(feature = "fault-injection")]
 pub use crate::faults::CRASH_AT_ENV;
+#[cfg(feature = "fault-injection")]
+pub use crate::faults::Hold;
 pub(crate) use crate::faults::crash_point;
-pub use crate::faults::{CrashPoint, FaultPoint};
+pub use crate::faults::{CrashPoint, FaultPoint, HoldPoint};
 pub use crate::runtime::PROMO_BATCHES_PER_ACCOUNT;
 
 /// The database and the process's runtime context. Cheap to clone; every clone shares the
@@ -37,10 +36,8 @@ impl Store {
     /// missing.
     pub async fn connect(database_url: &str, clock: Clock) -> Result<Self> {
         let db = Db::connect(database_url).await?;
-        let mut runtime = Runtime::new(clock);
-        if db.backend() == Backend::Postgres {
-            runtime.promo_permits = PromoPermits::new(POSTGRES_PROMO_BATCHES_AT_ONCE);
-        }
+        let capacity = Capacity::for_this_machine(db.max_connections(), db.parallel_writers());
+        let runtime = Runtime::new(clock, capacity);
         Ok(Self { db, runtime })
     }
 
@@ -72,6 +69,18 @@ impl Store {
     pub fn with_webhook_settings(mut self, settings: WebhookSettings) -> Self {
         self.runtime.webhooks = std::sync::Arc::new(settings);
         self
+    }
+
+    /// Has `observer` told the action (`api_key.revoked`, …) of every audit entry once its
+    /// transaction has committed, e.g. to count them in a metric.
+    pub fn observe_audit_entries(&self, observer: impl Fn(&'static str) + Send + Sync + 'static) {
+        self.runtime
+            .audit_observer
+            .set(std::sync::Arc::new(observer));
+    }
+
+    pub(crate) fn audit_observed(&self, action: crate::audit::Action) {
+        self.runtime.audit_observer.observe(action.as_str());
     }
 
     /// The webhook delivery schedule and URL rule.
@@ -108,6 +117,19 @@ impl Store {
     #[cfg(feature = "fault-injection")]
     pub fn inject_fault(&self, point: FaultPoint) {
         self.runtime.faults.inject(point);
+    }
+
+    /// Holds every later arrival at `point` for `subject` (an account id) until the returned
+    /// hold is released or dropped.
+    #[cfg(feature = "fault-injection")]
+    pub fn hold(&self, point: HoldPoint, subject: i64) -> Hold {
+        self.runtime.faults.hold(point, subject)
+    }
+
+    /// Waits while a test holds `point` for `subject`; returns at once without feature
+    /// `fault-injection`.
+    pub(crate) async fn pass(&self, point: HoldPoint, subject: i64) {
+        self.runtime.faults.pass(point, subject).await;
     }
 
     /// Whether a fault is armed at `point`; consumes it. Always `false` without feature
@@ -159,5 +181,20 @@ impl Store {
     /// [`crate::Error::RequestInProgress`].
     pub(crate) fn claim_in_flight(&self, entry: String) -> Result<InFlightGuard> {
         self.runtime.in_flight.claim(entry)
+    }
+
+    /// [`claim_in_flight`](Self::claim_in_flight), saying which operation runs under the key
+    /// (what the request lookup reports while it runs).
+    pub(crate) fn claim_in_flight_for(
+        &self,
+        entry: String,
+        operation: &'static str,
+    ) -> Result<InFlightGuard> {
+        self.runtime.in_flight.claim_for(entry, operation)
+    }
+
+    /// The operation a request of this process runs under a scoped key, if one is.
+    pub(crate) fn in_flight_operation(&self, entry: &str) -> Option<&'static str> {
+        self.runtime.in_flight.operation_of(entry)
     }
 }

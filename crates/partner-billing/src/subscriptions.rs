@@ -15,7 +15,7 @@ use crate::events::{self, EventData};
 use crate::keys::PartnerAccount;
 use crate::limits::LICENSE_ID_MAX_CHARS;
 use crate::store::{Store, Tx};
-use crate::wire::{Entitlement, Entitlements, ResellerLicense};
+use crate::wire::{Entitlement, Entitlements, LicenseRecord};
 
 mod chain;
 
@@ -91,7 +91,7 @@ impl<'a> Revoker<'a> {
 #[derive(sqlx::FromRow)]
 struct LicenseRow {
     #[sqlx(flatten)]
-    license: ResellerLicense,
+    license: LicenseRecord,
     user_id: i64,
     plan_id: i64,
     account_id: Option<i64>,
@@ -130,7 +130,7 @@ pub async fn reseller_license(
     store: &Store,
     account_id: i64,
     license_id: &str,
-) -> Result<ResellerLicense> {
+) -> Result<LicenseRecord> {
     if !could_be_license_id(license_id) || account_id == 0 {
         return Err(Error::LicenseNotFound);
     }
@@ -149,7 +149,7 @@ pub async fn revoke_license(
     store: &Store,
     revoker: Revoker<'_>,
     license_id: &str,
-) -> Result<ResellerLicense> {
+) -> Result<LicenseRecord> {
     // Account 0 is no account: the operator may revoke any license.
     let account_id = match revoker {
         Revoker::Reseller { account_id, .. } => account_id,
@@ -187,7 +187,7 @@ pub async fn revoke_license(
         .execute(&mut *tx)
         .await?;
     let (user_id, plan_id, owner) = (found.user_id, found.plan_id, found.account_id);
-    let license = ResellerLicense {
+    let license = LicenseRecord {
         revoked_utc: Some(now),
         ..found.license
     };
@@ -232,7 +232,7 @@ async fn shift_later_licenses(
     tx: &mut Tx,
     user_id: i64,
     plan_id: i64,
-    license: &ResellerLicense,
+    license: &LicenseRecord,
     now: i64,
 ) -> Result<()> {
     let Some(expires) = license.expires_utc else {

@@ -68,8 +68,14 @@ fn bucket_of(now: i64) -> i64 {
 /// The attempts of `subject` within `limit`'s window, and the start of its oldest bucket.
 async fn window(store: &Store, limit: Limit, subject: &str) -> Result<(i64, Option<i64>)> {
     let since = store.now_utc() - limit.window_seconds;
-    let row: (Option<i64>, Option<i64>) = sqlx::query_as(
-        "SELECT CAST(SUM(attempts) AS BIGINT), MIN(bucket_utc) FROM abuse_attempts \
+    #[derive(sqlx::FromRow)]
+    struct Window {
+        attempts: Option<i64>,
+        oldest: Option<i64>,
+    }
+    let row: Window = sqlx::query_as(
+        "SELECT CAST(SUM(attempts) AS BIGINT) AS attempts, MIN(bucket_utc) AS oldest \
+         FROM abuse_attempts \
          WHERE kind = $1 AND subject = $2 AND bucket_utc > $3",
     )
     .bind(limit.kind)
@@ -77,7 +83,7 @@ async fn window(store: &Store, limit: Limit, subject: &str) -> Result<(i64, Opti
     .bind(since)
     .fetch_one(store.pool())
     .await?;
-    Ok((row.0.unwrap_or(0), row.1))
+    Ok((row.attempts.unwrap_or(0), row.oldest))
 }
 
 /// The refusal for a subject over its limit: retry once its oldest bucket leaves the window.

@@ -8,6 +8,7 @@ use base64::Engine;
 use rand::RngCore;
 use rand::rngs::OsRng;
 
+use crate::audit::{Action, Entry, Origin, url_for_trail};
 use crate::db::dialect;
 use crate::domain::{InvalidField, PlanSlug, random_base62};
 use crate::error::{Error, Result};
@@ -88,6 +89,7 @@ pub async fn create_endpoint(
     store: &Store,
     account_id: i64,
     request: &CreateWebhookEndpointRequest,
+    origin: &Origin,
 ) -> Result<CreatedWebhookEndpoint> {
     if request.url.chars().count() > crate::limits::WEBHOOK_URL_MAX_CHARS {
         return Err(validation("url", "must be at most 2048 characters"));
@@ -134,7 +136,15 @@ pub async fn create_endpoint(
     .bind(now)
     .execute(&mut *tx)
     .await?;
+    let written = Entry::new(Action::WebhookEndpointCreated, Some(account_id))
+        .id("webhookEndpointId", endpoint_id.clone())
+        .text("url", Some(&url_for_trail(&request.url)))
+        .value("eventTypes", event_types.clone())
+        .text("description", description.as_deref())
+        .write(store, &mut tx, origin)
+        .await?;
     tx.commit().await?;
+    written.committed(store);
     tracing::info!(webhook_endpoint_id = %endpoint_id, "webhook endpoint created");
     Ok(CreatedWebhookEndpoint {
         webhook_endpoint_id: endpoint_id,
@@ -199,18 +209,30 @@ async fn endpoint_row(
 }
 
 /// Deletes an endpoint: it is no longer listed and nothing more is sent to it.
-pub async fn delete_endpoint(store: &Store, account_id: i64, endpoint_id: &str) -> Result<()> {
+pub async fn delete_endpoint(
+    store: &Store,
+    account_id: i64,
+    endpoint_id: &str,
+    origin: &Origin,
+) -> Result<()> {
+    let mut tx = store.begin_write().await?;
     let result = sqlx::query(
         "UPDATE webhook_endpoints SET status = 'deleted' \
          WHERE endpoint_id = $1 AND account_id = $2 AND status <> 'deleted'",
     )
     .bind(endpoint_id)
     .bind(account_id)
-    .execute(store.pool())
+    .execute(&mut *tx)
     .await?;
     if result.rows_affected() == 0 {
         return Err(Error::WebhookEndpointNotFound);
     }
+    let written = Entry::new(Action::WebhookEndpointDeleted, Some(account_id))
+        .id("webhookEndpointId", endpoint_id)
+        .write(store, &mut tx, origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
     tracing::info!(webhook_endpoint_id = %endpoint_id, "webhook endpoint deleted");
     Ok(())
 }
@@ -264,6 +286,7 @@ pub async fn set_low_balance_alert(
     account_id: i64,
     product_slug: &str,
     threshold: i64,
+    origin: &Origin,
 ) -> Result<LowBalanceAlert> {
     let plan = PlanSlug::parse("productSlug", product_slug)?;
     if !(0..=crate::limits::LOW_BALANCE_THRESHOLD_MAX).contains(&threshold) {
@@ -283,7 +306,13 @@ pub async fn set_low_balance_alert(
     .bind(threshold)
     .execute(&mut *tx)
     .await?;
+    let written = Entry::new(Action::AlertSet, Some(account_id))
+        .id("productSlug", plan.to_string())
+        .value("lowBalanceThreshold", threshold)
+        .write(store, &mut tx, origin)
+        .await?;
     tx.commit().await?;
+    written.committed(store);
     Ok(LowBalanceAlert {
         product_slug: plan.to_string(),
         low_balance_threshold: threshold,

@@ -24,20 +24,28 @@ macro_rules! redacted_debug {
     };
 }
 
+mod audit;
 mod panel;
 mod problem;
 mod product;
+mod reads;
 mod roll;
 mod subscriptions;
 mod webhooks;
 
+pub use audit::{AuditEntry, AuditEntryList};
 pub use panel::{
     ApiKeyInfo, ApiKeyList, ChangePasswordRequest, CreateApiKeyRequest, CreatedApiKey,
     ResellerAccount, Session, SessionRequest,
 };
 pub use problem::{ErrorCode, Problem};
+pub use reads::{
+    LedgerEntryRecord, LedgerPage, LicenseList, LicenseRecord, PromoBatchList, PromoBatchSummary,
+    REQUEST_OPERATIONS, REQUEST_STATUSES, RequestStatus, VoidPromoCodesRequest,
+    VoidPromoCodesResult,
+};
 pub use roll::RollApiKeyRequest;
-pub use subscriptions::{Entitlement, Entitlements, ResellerLicense};
+pub use subscriptions::{Entitlement, Entitlements};
 
 pub use product::{
     EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicense,
@@ -55,6 +63,8 @@ pub const API_KEY_STATUSES: [&str; 3] = ["active", "revoked", "expired"];
 pub const ACCOUNT_STANDINGS: [&str; 2] = ["good", "suspended"];
 /// Every value of a license's `source`: issued by a reseller, or redeemed from a promo code.
 pub const LICENSE_SOURCES: [&str; 2] = ["direct", "promo"];
+/// Every value of a ledger entry's `kind`.
+pub const LEDGER_KINDS: [&str; 4] = ["credit", "license", "promo_batch", "adjustment"];
 /// Every value of a webhook endpoint's `status`.
 pub const WEBHOOK_ENDPOINT_STATUSES: [&str; 2] = ["enabled", "disabled"];
 

@@ -3,10 +3,9 @@
 //! and redemption retries before limits.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use partner_billing::store::{HoldPoint, PROMO_BATCHES_PER_ACCOUNT};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
@@ -482,43 +481,54 @@ async fn one_account_cannot_hold_every_promo_slot(db: Db) {
     app.plan_with_days("pro", Some(30)).await;
     app.credit(&busy, "pro", 8000).await;
     app.credit(&other, "pro", 1).await;
-    let finished = Arc::new(AtomicUsize::new(0));
-    // One account sends eight 1000-code batches at once: more than every slot there is.
+    let busy_account = app
+        .count_rows(&format!(
+            "SELECT id FROM accounts WHERE client_id = '{}'",
+            busy.client_id
+        ))
+        .await;
+    // Every busy batch that gets a turn is held there, so they hold their slots for as long
+    // as this test needs: no race decides what finishes first.
+    let hold = app.store.hold(HoldPoint::PromoTurnTaken, busy_account);
+    // One account sends eight 1000-code batches at once: as many as every slot there is.
     let batches: Vec<_> = (0..8)
         .map(|i| {
             let request = app
                 .partner(Method::POST, "/v1/billing/partner/promo-batches", &busy)
                 .json(&json!({"planSlug": "pro", "count": 1000, "idempotencyKey": format!("busy-batch-{i:03}")}));
-            let finished = Arc::clone(&finished);
-            tokio::spawn(async move {
-                let status = request.send().await.unwrap().status();
-                finished.fetch_add(1, Ordering::SeqCst);
-                status
-            })
+            tokio::spawn(async move { request.send().await.unwrap().status() })
         })
         .collect();
-    // Another account's small batch is served beside them, not after them.
-    let response = app
-        .partner(Method::POST, "/v1/billing/partner/promo-batches", &other)
-        .json(&json!({"planSlug": "pro", "count": 1, "idempotencyKey": "other-batch-001"}))
-        .send()
-        .await
-        .unwrap();
-    let busy_done = finished.load(Ordering::SeqCst);
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        hold.wait_for_arrivals(PROMO_BATCHES_PER_ACCOUNT),
+    )
+    .await
+    .expect("the busy account's batches take their turns");
+    // Another account's small batch is served while the busy account's turns are held. Were
+    // the busy account able to take every slot, this request would wait for the release,
+    // which only comes after it: the timeout turns that into a failure instead of a hang.
+    let response = tokio::time::timeout(
+        Duration::from_secs(60),
+        app.partner(Method::POST, "/v1/billing/partner/promo-batches", &other)
+            .json(&json!({"planSlug": "pro", "count": 1, "idempotencyKey": "other-batch-001"}))
+            .send(),
+    )
+    .await
+    .expect("the other account's batch is not queued behind the busy account's")
+    .unwrap();
     assert_eq!(response.status(), 200);
-    // Without the per-account cap the other batch would queue behind all four slots and
-    // the four batches waiting for them: at least five busy batches would finish first. Under
-    // a loaded machine SQLite's write lock is not handed out in arrival order, so up to four
-    // may finish beside it.
-    assert!(
-        busy_done < 5,
-        "the other account waited for {busy_done} of the busy account's batches"
-    );
+    assert_eq!(app.balance(&other, "pro").await, Some(0));
+    // Only the account's own slots were taken; its other batches wait without a turn, and
+    // nothing of the busy account was charged yet.
+    assert_eq!(hold.arrived(), PROMO_BATCHES_PER_ACCOUNT);
+    assert!(batches.iter().all(|batch| !batch.is_finished()));
+    assert_eq!(app.balance(&busy, "pro").await, Some(8000));
+    hold.release();
     for batch in batches {
         assert_eq!(batch.await.unwrap(), 200);
     }
     assert_eq!(app.balance(&busy, "pro").await, Some(0));
-    assert_eq!(app.balance(&other, "pro").await, Some(0));
     app.stop().await;
 }
 

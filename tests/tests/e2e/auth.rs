@@ -49,6 +49,7 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         &app.store,
         &ClientId::parse("c", &suspended.client_id).unwrap(),
         Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap();
@@ -164,9 +165,14 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
     assert_eq!(ok(&app, &r.secret).await.unwrap().status(), 200);
 
     let client_id = ClientId::parse("c", &r.client_id).unwrap();
-    accounts::set_standing(&app.store, &client_id, Standing::Suspended)
-        .await
-        .unwrap();
+    accounts::set_standing(
+        &app.store,
+        &client_id,
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         ok(&app, &r.secret).await.unwrap().status(),
         401,
@@ -181,9 +187,14 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
         .await
         .unwrap();
     assert_eq!(login.status(), 401);
-    accounts::set_standing(&app.store, &client_id, Standing::Good)
-        .await
-        .unwrap();
+    accounts::set_standing(
+        &app.store,
+        &client_id,
+        Standing::Good,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         ok(&app, &r.secret).await.unwrap().status(),
         200,

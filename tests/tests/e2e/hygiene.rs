@@ -132,9 +132,13 @@ async fn canaries_never_leak(db: Db) {
         .await
         .unwrap();
     let codes: Vec<String> = batch.value.codes.iter().map(|c| c.code.clone()).collect();
-    let created_token = operators::create_operator_token(&app.store, "canary")
-        .await
-        .unwrap();
+    let created_token = operators::create_operator_token(
+        &app.store,
+        "canary",
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     let operator_token = created_token.token.expose().to_owned();
     let product = ProductClient::new(&app.base_url, &operator_token).unwrap();
     let redeemed = product

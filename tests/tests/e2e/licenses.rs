@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 
 both_databases!(
     issue_replay_and_reuse,
+    a_reused_key_is_told_before_any_other_check,
+    a_reused_key_is_told_before_any_other_check_without_group_commit,
     refusals_change_nothing,
     validation_failures_change_nothing
 );
@@ -122,6 +124,63 @@ async fn issue_replay_and_reuse(db: Db) {
     assert_eq!(listed, [("basic".to_owned(), 0), ("pro".to_owned(), 2)]);
     app.assert_audit_clean().await;
     app.stop().await;
+}
+
+/// A key already used answers `IdempotencyKeyReused` for any other body, whatever that body
+/// names (an unknown login, an unknown plan) and whatever the balance: the key is checked
+/// before the plan, the balance and the login. Nothing is charged.
+async fn a_reused_key_is_told_before_any_other_check_on(app: TestApp) {
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.plan("never-credited").await;
+    app.user("alice").await;
+    app.user("bob").await;
+    app.credit(&r, "pro", 1).await;
+    let issue = |plan: &'static str, login: &'static str| {
+        app.partner(Method::POST, LICENSES, &r)
+            .json(&json!({"planSlug": plan, "login": login, "idempotencyKey": "used-key-01"}))
+            .send()
+    };
+    assert_eq!(issue("pro", "alice").await.unwrap().status(), 200);
+    let reused = [
+        ("pro", "mallory"),
+        ("nope", "alice"),
+        ("nope", "mallory"),
+        ("pro", "bob"),
+        ("never-credited", "alice"),
+    ];
+    // At a zero balance, then with units left.
+    for round in 0..2 {
+        for (plan, login) in reused {
+            let response = issue(plan, login).await.unwrap();
+            let status = response.status().as_u16();
+            let problem: Value = response.json().await.unwrap();
+            assert_eq!(
+                (status, problem["code"].as_str().unwrap_or_default()),
+                (422, "Reseller.IdempotencyKeyReused"),
+                "round {round}: {plan} for {login}"
+            );
+        }
+        assert_eq!(app.balance(&r, "pro").await, Some(round));
+        if round == 0 {
+            app.credit(&r, "pro", 1).await;
+        }
+    }
+    let replay = issue("pro", "alice").await.unwrap();
+    assert_eq!(replay.headers().get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(app.balance(&r, "pro").await, Some(1));
+    assert_eq!(app.balance(&r, "never-credited").await, None);
+    app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+async fn a_reused_key_is_told_before_any_other_check(db: Db) {
+    a_reused_key_is_told_before_any_other_check_on(TestApp::spawn(&db).await).await;
+}
+
+async fn a_reused_key_is_told_before_any_other_check_without_group_commit(db: Db) {
+    a_reused_key_is_told_before_any_other_check_on(TestApp::spawn_without_group_commit(&db).await)
+        .await;
 }
 
 async fn refusals_change_nothing(db: Db) {

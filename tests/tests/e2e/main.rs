@@ -2,12 +2,16 @@
 //! `PARTNER_BILLING_TEST_POSTGRES_URL`) PostgreSQL.
 
 mod abuse;
+mod audit_trail;
+mod audit_trail_rules;
 mod auth;
 mod browser;
 mod cli;
 mod concurrency;
 mod contract;
+mod corrections;
 mod crash;
+mod failover;
 mod hygiene;
 mod isolation;
 mod key_roll;
@@ -23,6 +27,7 @@ mod panel_sessions;
 mod panel_webhooks;
 mod product;
 mod promo;
+mod reads;
 mod redemption;
 mod redemption_limits;
 mod replicas;
@@ -31,5 +36,7 @@ mod startup;
 mod subscription_races;
 mod subscriptions;
 mod tls;
+mod voids;
 mod webhook_reliability;
 mod webhooks;
+mod write_load;

@@ -354,3 +354,50 @@ async fn json_logs_are_one_object_per_line_with_the_request_id() {
         tokio::task::block_in_place(|| server.terminate(Duration::from_secs(15))).expect("exits");
     assert!(status.success());
 }
+
+/// A license written by the group commit (the default), in a task of its own: its "license
+/// issued" line still carries the request's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_commits_lines_carry_the_request_id() {
+    let app = TestApp::spawn(&Db::Sqlite).await;
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 1).await;
+    let dir = TempDir::new();
+    let key = dir.path.join("master.key");
+    partner_billing_tests::write_private(&key, hex::encode(app.master_key()).as_bytes());
+    let server = ServerProcess::start(
+        &app.database_url,
+        &dir.path,
+        &[
+            ("PARTNER_BILLING_LOG_FORMAT", "json"),
+            (
+                "PARTNER_BILLING_MASTER_KEY_FILE",
+                &key.display().to_string(),
+            ),
+        ],
+    );
+    let response = partner_billing_tests::partner_request(
+        &app.http,
+        &server.base_url,
+        Method::POST,
+        "/v1/billing/partner/licenses",
+        &r,
+    )
+    .header("X-Request-Id", "group-line-1")
+    .json(&json!({"planSlug": "pro", "login": "alice", "idempotencyKey": "group-line-0001"}))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let line = tokio::task::block_in_place(|| {
+        server.wait_for_log("license issued", Duration::from_secs(10))
+    })
+    .expect("the license issued line");
+    let object: Value = serde_json::from_str(&line).expect("one JSON object per line");
+    assert_eq!(object["requestId"], "group-line-1", "{line}");
+    assert_eq!(object["fields"]["plan"], "pro", "{line}");
+    drop(server);
+    app.stop().await;
+}

@@ -120,9 +120,14 @@ async fn sign_in_failures_all_read_the_same(db: Db) {
     let r = app.reseller().await;
     let suspended = app.reseller().await;
     let id = ClientId::parse("clientId", &suspended.client_id).unwrap();
-    accounts::set_standing(&app.store, &id, Standing::Suspended)
-        .await
-        .unwrap();
+    accounts::set_standing(
+        &app.store,
+        &id,
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     let attempts = [
         (r.client_id.as_str(), "wrong password here"),
         ("rsc_000000000000000000000000", r.password.as_str()),

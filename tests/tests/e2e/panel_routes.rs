@@ -14,12 +14,19 @@ use super::panel::{assert_security_headers, between, browserless, csrf, get, pos
 both_databases!(every_signed_in_route_redirects_without_a_session_and_refuses_forged_forms);
 
 /// A route's path under `/panel` with its parameters filled in.
-fn concrete(path: &str, api_key_id: &str, endpoint_id: &str, license_id: &str) -> String {
+fn concrete(
+    path: &str,
+    api_key_id: &str,
+    endpoint_id: &str,
+    batch_id: &str,
+    license_id: &str,
+) -> String {
     let segments: Vec<&str> = path
         .split('/')
         .map(|segment| match segment {
             ":api_key_id" => api_key_id,
             ":webhook_endpoint_id" => endpoint_id,
+            ":batch_id" => batch_id,
             ":license_id" => license_id,
             ":file" => "panel.css",
             s if s.starts_with(':') => panic!("give this test a value for {s} ({path})"),
@@ -88,6 +95,7 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
     };
+    let (batch_id, _codes) = app.promo_batch(&r, "pro", 1).await;
     let events_before = count(&app, "SELECT COUNT(*) FROM webhook_events").await;
 
     let routes = panel_routes();
@@ -97,7 +105,13 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         .count();
     assert!(signed_in >= 17, "only {signed_in} signed-in routes");
     for route in &routes {
-        let path = concrete(route.path, &r.api_key_id, &endpoint_id, &license.license_id);
+        let path = concrete(
+            route.path,
+            &r.api_key_id,
+            &endpoint_id,
+            &batch_id,
+            &license.license_id,
+        );
         let what = format!("{} {path}", route.method);
         let send = |cookie: &str, site: &str, form: Vec<(String, String)>| {
             let request = browserless()
@@ -187,10 +201,20 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
     assert_eq!(
         count(
             &app,
+            "SELECT COUNT(*) FROM promo_batches WHERE voided_utc IS NOT NULL"
+        )
+        .await,
+        0,
+        "no batch voided"
+    );
+    assert_eq!(
+        count(
+            &app,
             "SELECT COUNT(*) FROM licenses WHERE revoked_utc IS NOT NULL"
         )
         .await,
-        0
+        0,
+        "no license revoked"
     );
     assert_eq!(
         count(

@@ -155,9 +155,13 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
 async fn revoked_operator_token_is_refused_on_the_next_request(db: Db) {
     let app = TestApp::spawn(&db).await;
     let replica = app.replica().await;
-    let created = operators::create_operator_token(&app.store, "backend")
-        .await
-        .unwrap();
+    let created = operators::create_operator_token(
+        &app.store,
+        "backend",
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert!(
         created
             .token
@@ -188,9 +192,13 @@ async fn revoked_operator_token_is_refused_on_the_next_request(db: Db) {
             .all(|h| !h.contains(&token) && !h.contains(&spare))
     );
 
-    operators::revoke_operator_token(&app.store, "backend")
-        .await
-        .unwrap();
+    operators::revoke_operator_token(
+        &app.store,
+        "backend",
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     for server in [&app, &replica] {
         let response = server
             .product(Method::GET, &path, &token)
@@ -226,15 +234,29 @@ async fn revoked_operator_token_is_refused_on_the_next_request(db: Db) {
         [("backend", "revoked", true), ("backend-2", "active", true)]
     );
     assert!(listed[0].revoked_utc.is_some());
-    operators::revoke_operator_token(&app.store, "backend")
-        .await
-        .unwrap();
+    operators::revoke_operator_token(
+        &app.store,
+        "backend",
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert!(matches!(
-        operators::revoke_operator_token(&app.store, "nobody").await,
+        operators::revoke_operator_token(
+            &app.store,
+            "nobody",
+            &partner_billing::audit::Origin::cli()
+        )
+        .await,
         Err(partner_billing::Error::NotFound(_))
     ));
     assert!(matches!(
-        operators::create_operator_token(&app.store, "backend").await,
+        operators::create_operator_token(
+            &app.store,
+            "backend",
+            &partner_billing::audit::Origin::cli()
+        )
+        .await,
         Err(partner_billing::Error::AlreadyExists(_))
     ));
     replica.stop().await;

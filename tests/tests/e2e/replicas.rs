@@ -169,14 +169,24 @@ async fn revocation_and_suspension_reach_every_replica(db: Db) {
     // Suspended by the operator; refused by the third at once, then reinstated everywhere.
     assert_eq!(balances_status(&third, &other).await, 200);
     let client_id = ClientId::parse("clientId", &other.client_id).unwrap();
-    accounts::set_standing(&app.store, &client_id, Standing::Suspended)
-        .await
-        .unwrap();
+    accounts::set_standing(
+        &app.store,
+        &client_id,
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(balances_status(&third, &other).await, 401);
     assert_eq!(balances_status(&first, &other).await, 401);
-    accounts::set_standing(&app.store, &client_id, Standing::Good)
-        .await
-        .unwrap();
+    accounts::set_standing(
+        &app.store,
+        &client_id,
+        Standing::Good,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(balances_status(&first, &other).await, 200);
     drop(processes);
     app.stop().await;

@@ -2,7 +2,7 @@
 //! perpetual plans held once, revocation and what it gives back, and the entitlements the
 //! product reads; with group commit and without (one transaction per license).
 
-use partner_billing_client::{Credentials, Error, PartnerClient, ProductClient, ResellerLicense};
+use partner_billing_client::{Credentials, Error, LicenseRecord, PartnerClient, ProductClient};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -359,7 +359,7 @@ async fn revocation_refuses_what_is_not_the_resellers(db: Db) {
         .await
         .unwrap_err();
     assert!(matches!(error, Error::LicenseNotFound { .. }), "{error}");
-    let revoked: ResellerLicense = client(&app, &owner)
+    let revoked: LicenseRecord = client(&app, &owner)
         .revoke_license(&redeemed.value.license_id)
         .await
         .unwrap();

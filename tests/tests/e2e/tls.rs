@@ -137,6 +137,7 @@ async fn panel_cookies_are_secure_and_hsts_sent_only_for_an_https_public_url(db:
         &store,
         "Acme Resale",
         Password::parse("password", password).unwrap(),
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap()

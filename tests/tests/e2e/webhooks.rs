@@ -30,7 +30,7 @@ both_databases!(
     a_rolled_key_sends_expired_once_its_grace_ends,
 );
 
-const ALL_TYPES: [&str; 12] = partner_billing::wire::WEBHOOK_EVENT_TYPES;
+const ALL_TYPES: &[&str] = &partner_billing::wire::WEBHOOK_EVENT_TYPES;
 
 async fn panel(app: &TestApp, r: &Reseller) -> PanelClient {
     let mut panel = PanelClient::new(&app.base_url).unwrap();
@@ -290,9 +290,14 @@ async fn non_public_and_malformed_urls_are_refused(db: Db) {
             event_types: vec!["license.issued".to_owned()],
             description: None,
         };
-        let err = webhooks::create_endpoint(&strict, account_id, &request)
-            .await
-            .unwrap_err();
+        let err = webhooks::create_endpoint(
+            &strict,
+            account_id,
+            &request,
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(&err, partner_billing::Error::Validation(f) if f.field == "url"),
             "{url}: {err:?}"
@@ -440,7 +445,7 @@ async fn every_write_path_sends_its_event(db: Db) {
     app.user("alice").await;
     app.user("bob").await;
     let r = app.reseller().await;
-    let (receiver, panel, endpoint) = subscribe(&app, &r, &ALL_TYPES).await;
+    let (receiver, panel, endpoint) = subscribe(&app, &r, ALL_TYPES).await;
     app.credit(&r, "pro", 10).await;
     let client = partner(&app, &r);
     let license = client
@@ -464,6 +469,7 @@ async fn every_write_path_sends_its_event(db: Db) {
         &app.store,
         &client_id,
         partner_billing::accounts::Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap();
@@ -471,6 +477,7 @@ async fn every_write_path_sends_its_event(db: Db) {
         &app.store,
         &client_id,
         partner_billing::accounts::Standing::Good,
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap();

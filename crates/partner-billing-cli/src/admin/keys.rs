@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use partner_billing::audit::Origin;
 use partner_billing::domain::{ApiKeyId, ClientId};
 use partner_billing::keys;
 use partner_billing::store::Store;
@@ -36,7 +37,8 @@ pub async fn run(store: &Store, cmd: KeyCommand, out: Output) -> Result<()> {
             client_id,
             api_key_id,
         } => {
-            keys::revoke_api_key_for(store, &client_id, api_key_id.as_str()).await?;
+            keys::revoke_api_key_for(store, &client_id, api_key_id.as_str(), &Origin::cli())
+                .await?;
             out.emit(
                 &json!({ "clientId": client_id.as_str(), "apiKeyId": api_key_id.as_str(), "revoked": true }),
                 || format!("revoked API key {api_key_id} of {client_id}"),

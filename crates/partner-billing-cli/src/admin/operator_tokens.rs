@@ -3,6 +3,7 @@
 
 use anyhow::{Result, anyhow};
 use clap::Subcommand;
+use partner_billing::audit::Origin;
 use partner_billing::operators;
 use partner_billing::store::Store;
 use serde_json::json;
@@ -36,7 +37,8 @@ pub enum OperatorTokenCommand {
 pub async fn run(store: &Store, cmd: OperatorTokenCommand, out: Output) -> Result<()> {
     match cmd {
         OperatorTokenCommand::Create { name } => {
-            let created = match operators::create_operator_token(store, &name).await {
+            let created = match operators::create_operator_token(store, &name, &Origin::cli()).await
+            {
                 Ok(created) => created,
                 Err(partner_billing::Error::AlreadyExists(_)) => {
                     return Err(anyhow!(
@@ -87,7 +89,7 @@ pub async fn run(store: &Store, cmd: OperatorTokenCommand, out: Output) -> Resul
             })
         }
         OperatorTokenCommand::Revoke { name } => {
-            operators::revoke_operator_token(store, &name)
+            operators::revoke_operator_token(store, &name, &Origin::cli())
                 .await
                 .map_err(|err| match err {
                     partner_billing::Error::NotFound(_) => {

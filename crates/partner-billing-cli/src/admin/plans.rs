@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use partner_billing::audit::Origin;
 use partner_billing::domain::PlanSlug;
 use partner_billing::plans::{self, NewPlan};
 use partner_billing::store::Store;
@@ -50,7 +51,7 @@ pub async fn run(store: &Store, cmd: PlanCommand, out: Output) -> Result<()> {
                 redemptions_per_code,
                 code_validity_days,
             )?;
-            let plan = plans::create_plan(store, new).await?;
+            let plan = plans::create_plan(store, new, &Origin::cli()).await?;
             out.emit(&plan, || {
                 format!("created plan {} ({})", plan.slug, plan.name)
             })

@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use partner_billing::accounts::{self, Standing};
+use partner_billing::audit::Origin;
 use partner_billing::domain::{ClientId, Password};
 use partner_billing::store::Store;
 use serde_json::json;
@@ -57,7 +58,8 @@ pub async fn run(
     let password = || password.context("internal: password not read");
     match cmd {
         ResellerCommand::Create { name, .. } => {
-            let client_id = accounts::create_reseller(store, &name, password()?).await?;
+            let client_id =
+                accounts::create_reseller(store, &name, password()?, &Origin::cli()).await?;
             out.emit(&json!({ "clientId": client_id.as_str() }), || {
                 format!("created reseller {client_id} ({name})")
             })
@@ -102,7 +104,7 @@ pub async fn run(
             standing(store, &client_id, Standing::Good, out).await
         }
         ResellerCommand::SetPassword { client_id, .. } => {
-            accounts::set_password(store, &client_id, password()?).await?;
+            accounts::set_password(store, &client_id, password()?, &Origin::cli()).await?;
             out.emit(
                 &json!({ "clientId": client_id.as_str(), "passwordChanged": true }),
                 || format!("password of {client_id} changed; its panel sessions were ended"),
@@ -117,7 +119,7 @@ async fn standing(
     standing: Standing,
     out: Output,
 ) -> Result<()> {
-    accounts::set_standing(store, client_id, standing).await?;
+    accounts::set_standing(store, client_id, standing, &Origin::cli()).await?;
     let word = match standing {
         Standing::Good => "good",
         Standing::Suspended => "suspended",

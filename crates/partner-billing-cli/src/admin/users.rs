@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use partner_billing::audit::Origin;
 use partner_billing::domain::Login;
 use partner_billing::store::Store;
 use partner_billing::{licenses, plans, subscriptions};
@@ -36,7 +37,7 @@ pub enum UserCommand {
 pub async fn run(store: &Store, cmd: UserCommand, out: Output) -> Result<()> {
     match cmd {
         UserCommand::Add { login } => {
-            let created = plans::add_user(store, &login).await?;
+            let created = plans::add_user(store, &login, &Origin::cli()).await?;
             out.emit(
                 &json!({ "login": login.as_str(), "created": created }),
                 || {

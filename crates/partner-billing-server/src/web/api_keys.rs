@@ -135,7 +135,7 @@ pub async fn create(
 ) -> Response {
     let name = form.name.trim().to_owned();
     let requested = (!name.is_empty()).then_some(name.as_str());
-    match keys::create_api_key(&state.store, who.account.account_id, requested).await {
+    match keys::create_api_key(&state.store, who.account.account_id, requested, &who.origin).await {
         Ok(created) => show_new_key(&state, who, created).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
@@ -169,7 +169,14 @@ pub async fn revoke(
     state: Data<&AppState>,
     Path(api_key_id): Path<String>,
 ) -> Response {
-    match keys::revoke_api_key(&state.store, who.account.account_id, &api_key_id).await {
+    match keys::revoke_api_key(
+        &state.store,
+        who.account.account_id,
+        &api_key_id,
+        &who.origin,
+    )
+    .await
+    {
         Ok(()) => layout::see_other("/panel/api-keys"),
         Err(Error::ApiKeyNotFound) => {
             let error = "That key does not exist.".to_owned();
@@ -224,6 +231,7 @@ pub async fn roll(
         who.account.account_id,
         &api_key_id,
         Some(grace),
+        &who.origin,
     )
     .await
     {

@@ -1,11 +1,14 @@
-//! `GET /panel/ledger` (newest first, 50 a page, filter by product) and its CSV download.
+//! `GET /panel/ledger` (newest first, 50 a page by keyset, filter by product) and its CSV
+//! download, streamed.
 
 use askama::Template;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use poem::http::StatusCode;
 use poem::web::{Data, Query};
-use poem::{Response, handler};
+use poem::{Body, Response, handler};
 use serde::Deserialize;
 
+use partner_billing::csv::{Cell, line};
 use partner_billing::{activity, quota};
 
 use super::layout::{self, Utc};
@@ -29,13 +32,13 @@ struct LedgerPage {
     products: Vec<String>,
     product: String,
     entries: Vec<EntryRow>,
-    page: i64,
-    has_next: bool,
+    older: Option<String>,
+    newer: Option<String>,
 }
 
 impl LedgerPage {
-    fn page_link(&self, number: i64) -> String {
-        let mut link = format!("/panel/ledger?page={number}");
+    fn page_link(&self, cursor: &str) -> String {
+        let mut link = format!("/panel/ledger?cursor={cursor}");
         if !self.product.is_empty() {
             link.push_str("&product=");
             link.push_str(&self.product);
@@ -49,7 +52,7 @@ pub struct LedgerQuery {
     #[serde(default)]
     product: String,
     #[serde(default)]
-    page: Option<i64>,
+    cursor: Option<String>,
 }
 
 #[handler]
@@ -69,13 +72,15 @@ pub async fn page(
     } else {
         String::new()
     };
-    let page = query.page.unwrap_or(1).clamp(1, 1_000_000);
-    let ledger = match activity::ledger_page(&state.store, account_id, &product, page).await {
-        Ok(ledger) => ledger,
-        Err(err) => return layout::failure(err),
-    };
+    let ledger =
+        match activity::ledger_page(&state.store, account_id, &product, query.cursor.as_deref())
+            .await
+        {
+            Ok(ledger) => ledger,
+            Err(err) => return layout::failure(err),
+        };
     let entries = ledger
-        .entries
+        .items
         .into_iter()
         .map(|e| EntryRow {
             time: Utc::new(e.created_utc),
@@ -94,51 +99,48 @@ pub async fn page(
             products,
             product,
             entries,
-            page: ledger.page,
-            has_next: ledger.has_next,
+            older: ledger.older,
+            newer: ledger.newer,
         },
     )
 }
 
-/// A CSV field, quoted when it holds a comma, quote or line break; a leading `=`, `+`, `-` or
-/// `@` in text is prefixed with `'` so spreadsheets do not run it as a formula.
-fn csv_field(value: &str) -> String {
-    let value = if value.starts_with(['=', '+', '-', '@']) {
-        format!("'{value}")
-    } else {
-        value.to_owned()
-    };
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value
-    }
-}
+/// The CSV's header row.
+const CSV_HEADER: [&str; 6] = [
+    "created_utc",
+    "product_slug",
+    "kind",
+    "units",
+    "balance_after",
+    "reference",
+];
 
-/// `GET /panel/ledger.csv`: every entry, newest first.
+/// `GET /panel/ledger.csv`: every entry, newest first, streamed: the header leaves at once and
+/// the entries follow a chunk at a time, so memory stays flat however long the ledger.
 #[handler]
 pub async fn csv(who: SignedIn, state: Data<&AppState>) -> Response {
-    let entries = match activity::ledger_all(&state.store, who.account.account_id).await {
-        Ok(entries) => entries,
-        Err(err) => return layout::failure(err),
-    };
-    let mut body = String::from("created_utc,product_slug,kind,units,balance_after,reference\n");
-    for e in entries {
-        body.push_str(&format!(
-            "{},{},{},{},{},{}\n",
-            e.created_utc,
-            csv_field(&e.product_slug),
-            csv_field(&e.kind),
-            e.units,
-            e.balance_after,
-            csv_field(e.reference.as_deref().unwrap_or_default()),
-        ));
-    }
+    let header = stream::once(async { Ok(line(&CSV_HEADER.map(Cell::Text))) });
+    let rows = activity::ledger_stream(state.store.clone(), who.account.account_id)
+        .map_ok(|e| {
+            line(&[
+                Cell::Int(e.created_utc),
+                Cell::Text(&e.product_slug),
+                Cell::Text(&e.kind),
+                Cell::Int(e.units),
+                Cell::Int(e.balance_after),
+                Cell::Text(e.reference.as_deref().unwrap_or_default()),
+            ])
+        })
+        .map_err(|err| {
+            // Headers are out: the download ends early instead, and the log says why.
+            tracing::warn!(error = %err, "ledger CSV ended early");
+            std::io::Error::other("the ledger could not be read")
+        });
     Response::builder()
         .content_type("text/csv; charset=utf-8")
         .header(
             "content-disposition",
             "attachment; filename=\"partner-billing-ledger.csv\"",
         )
-        .body(body)
+        .body(Body::from_bytes_stream(header.chain(rows)))
 }

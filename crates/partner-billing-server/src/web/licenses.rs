@@ -1,5 +1,5 @@
-//! `GET /panel/licenses`: the licenses of the account, filter by login; and "Revoke", with a
-//! confirmation step.
+//! `GET /panel/licenses`: the licenses of the account, newest first, a keyset page at a time,
+//! filter by login; and "Revoke", with a confirmation step.
 
 use askama::Template;
 use poem::http::StatusCode;
@@ -11,7 +11,7 @@ use partner_billing::Error;
 use partner_billing::activity;
 use partner_billing::limits::LOGIN_MAX_CHARS;
 use partner_billing::subscriptions::{self, Revoker};
-use partner_billing::wire::ResellerLicense;
+use partner_billing::wire::LicenseRecord;
 
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
@@ -34,13 +34,39 @@ struct LicensesPage {
     current: &'static str,
     login: String,
     licenses: Vec<LicenseRow>,
-    limit: i64,
+    older: Option<String>,
+    newer: Option<String>,
+}
+
+impl LicensesPage {
+    fn page_link(&self, cursor: &str) -> String {
+        let mut link = format!("/panel/licenses?cursor={cursor}");
+        if !self.login.is_empty() {
+            link.push_str("&login=");
+            link.push_str(&urlencoding(&self.login));
+        }
+        link
+    }
+}
+
+/// A login as a query value: every byte but unreserved ASCII percent-encoded.
+fn urlencoding(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]
 pub struct LicensesQuery {
     #[serde(default)]
     login: String,
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
 #[handler]
@@ -50,21 +76,30 @@ pub async fn page(
     Query(query): Query<LicensesQuery>,
 ) -> Response {
     let login: String = query.login.chars().take(LOGIN_MAX_CHARS).collect();
-    let licenses = match activity::licenses(&state.store, who.account.account_id, &login).await {
-        Ok(rows) => rows
-            .into_iter()
-            .map(|l| LicenseRow {
-                license_id: l.license_id,
-                login: l.login,
-                product_slug: l.product_slug,
-                created: Utc::new(l.created_utc),
-                starts: Utc::new(l.starts_utc),
-                expires: Utc::optional(l.expires_utc),
-                revoked: Utc::optional(l.revoked_utc),
-            })
-            .collect(),
+    let page = match activity::licenses(
+        &state.store,
+        who.account.account_id,
+        &login,
+        query.cursor.as_deref(),
+    )
+    .await
+    {
+        Ok(page) => page,
         Err(err) => return layout::failure(err),
     };
+    let licenses = page
+        .items
+        .into_iter()
+        .map(|l| LicenseRow {
+            license_id: l.license_id,
+            login: l.login,
+            product_slug: l.product_slug,
+            created: Utc::new(l.created_utc),
+            starts: Utc::new(l.starts_utc),
+            expires: Utc::optional(l.expires_utc),
+            revoked: Utc::optional(l.revoked_utc),
+        })
+        .collect();
     layout::render(
         StatusCode::OK,
         &LicensesPage {
@@ -72,7 +107,8 @@ pub async fn page(
             current: "licenses",
             login,
             licenses,
-            limit: activity::LICENSES_PAGE_SIZE,
+            older: page.older,
+            newer: page.newer,
         },
     )
 }
@@ -86,8 +122,8 @@ struct RevokeTarget {
     expires: Option<Utc>,
 }
 
-impl From<ResellerLicense> for RevokeTarget {
-    fn from(license: ResellerLicense) -> Self {
+impl From<LicenseRecord> for RevokeTarget {
+    fn from(license: LicenseRecord) -> Self {
         Self {
             license_id: license.license_id,
             login: license.login,

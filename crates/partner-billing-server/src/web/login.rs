@@ -80,11 +80,15 @@ pub async fn submit(
         return failed(StatusCode::UNAUTHORIZED, SIGN_IN_FAILED);
     }
     let password = Password::presented(form.password);
-    let source = req
-        .remote_addr()
-        .as_socket_addr()
-        .map(|address| address.ip());
-    let result = accounts::create_session(&state.store, &client_id, password, source).await;
+    let facts = crate::origin::RequestFacts::of(req);
+    let result = accounts::create_session(
+        &state.store,
+        &client_id,
+        password,
+        facts.peer(),
+        facts.request_id(),
+    )
+    .await;
     state
         .metrics
         .record_panel_login(crate::metrics::login_outcome(&result));

@@ -5,6 +5,7 @@
 //!
 //! The panel is not part of the OpenAPI document; the JSON panel API stays for the SDK and CLI.
 
+mod activity;
 mod api_keys;
 mod assets;
 mod cookies;
@@ -17,6 +18,7 @@ mod overview;
 mod promo_batches;
 mod session;
 mod settings;
+mod usage;
 mod webhooks;
 
 use std::collections::BTreeMap;
@@ -94,6 +96,18 @@ pub fn panel_routes() -> Vec<PanelRoute> {
         route(Method::GET, "/ledger", SignedIn, ledger::page),
         route(Method::GET, "/ledger.csv", SignedIn, ledger::csv),
         route(Method::GET, "/promo-batches", SignedIn, promo_batches::page),
+        route(
+            Method::GET,
+            "/promo-batches/:batch_id/void",
+            SignedIn,
+            promo_batches::confirm_void,
+        ),
+        route(
+            Method::POST,
+            "/promo-batches/:batch_id/void",
+            SignedIn,
+            promo_batches::void,
+        ),
         route(Method::GET, "/licenses", SignedIn, licenses::page),
         route(
             Method::POST,
@@ -115,6 +129,7 @@ pub fn panel_routes() -> Vec<PanelRoute> {
             SignedIn,
             webhooks::delete,
         ),
+        route(Method::GET, "/activity", SignedIn, activity::page),
         route(Method::GET, "/settings", SignedIn, settings::page),
         route(
             Method::POST,

@@ -1,4 +1,4 @@
-//! `GET /panel`: the account and its balances.
+//! `GET /panel`: the account, its balances, and its usage over the last 30 days.
 
 use askama::Template;
 use poem::http::StatusCode;
@@ -6,10 +6,11 @@ use poem::web::Data;
 use poem::{Response, handler};
 
 use partner_billing::wire::ResellerAccount;
-use partner_billing::{accounts, quota, webhooks};
+use partner_billing::{accounts, activity, quota, webhooks};
 
 use super::layout;
 use super::session::SignedIn;
+use super::usage::{UsageLine, usage};
 use crate::AppState;
 
 /// A balance with its low-balance alert (`None` when off).
@@ -26,6 +27,9 @@ struct OverviewPage {
     current: &'static str,
     account: ResellerAccount,
     balances: Vec<BalanceRow>,
+    /// `svg#usage-chart`, built from numbers and slugs only.
+    usage_chart: String,
+    usage: Vec<UsageLine>,
 }
 
 #[handler]
@@ -42,6 +46,11 @@ pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
         Ok(alerts) => alerts,
         Err(err) => return layout::failure(err),
     };
+    let spent = match activity::usage_by_day(&state.store, who.account.account_id).await {
+        Ok(rows) => rows,
+        Err(err) => return layout::failure(err),
+    };
+    let (usage_chart, usage) = usage(&spent, state.store.now_utc());
     let balances = balances
         .into_iter()
         .map(|b| BalanceRow {
@@ -61,6 +70,8 @@ pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
             current: "overview",
             account,
             balances,
+            usage_chart,
+            usage,
         },
     )
 }

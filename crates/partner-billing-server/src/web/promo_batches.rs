@@ -1,15 +1,18 @@
-//! `GET /panel/promo-batches`: each batch with its code count and how many were redeemed;
-//! never a code.
+//! `GET /panel/promo-batches`: each batch with its code count, how many were redeemed and
+//! whether it was voided, newest first, a keyset page at a time; never a code. "Void" asks for
+//! confirmation (`GET …/{batchId}/void`) before it voids (`POST`, CSRF-checked).
 
 use askama::Template;
 use poem::http::StatusCode;
-use poem::web::Data;
+use poem::web::{Data, Path, Query};
 use poem::{Response, handler};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 
-use partner_billing::activity;
+use partner_billing::{Error, activity, reads, voids};
 
 use super::layout::{self, Utc};
-use super::session::SignedIn;
+use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
 
 struct BatchRow {
@@ -19,6 +22,7 @@ struct BatchRow {
     redeemed: i64,
     created: Utc,
     recoverable_until: Utc,
+    voided: Option<Utc>,
 }
 
 #[derive(Template)]
@@ -27,30 +31,111 @@ struct PromoBatchesPage {
     csrf: String,
     current: &'static str,
     batches: Vec<BatchRow>,
+    older: Option<String>,
+    newer: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "promo_batch_void.html")]
+struct ConfirmVoidPage {
+    csrf: String,
+    current: &'static str,
+    batch_id: String,
+    product_slug: String,
+    codes: i64,
+    redeemed: i64,
+}
+
+#[derive(Deserialize)]
+pub struct BatchesQuery {
+    #[serde(default)]
+    cursor: Option<String>,
 }
 
 #[handler]
-pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
-    let batches = match activity::promo_batches(&state.store, who.account.account_id).await {
-        Ok(rows) => rows
-            .into_iter()
-            .map(|b| BatchRow {
-                batch_id: b.batch_id,
-                product_slug: b.product_slug,
-                codes: b.code_count,
-                redeemed: b.redeemed,
-                created: Utc::new(b.created_utc),
-                recoverable_until: Utc::new(b.recoverable_until_utc),
-            })
-            .collect(),
+pub async fn page(
+    who: SignedIn,
+    state: Data<&AppState>,
+    Query(query): Query<BatchesQuery>,
+) -> Response {
+    let page = match activity::promo_batches(
+        &state.store,
+        who.account.account_id,
+        query.cursor.as_deref(),
+    )
+    .await
+    {
+        Ok(page) => page,
         Err(err) => return layout::failure(err),
     };
+    let batches = page
+        .items
+        .into_iter()
+        .map(|b| BatchRow {
+            batch_id: b.batch_id,
+            product_slug: b.product_slug,
+            codes: b.code_count,
+            redeemed: b.redeemed,
+            created: Utc::new(b.created_utc),
+            recoverable_until: Utc::new(b.recoverable_until_utc),
+            voided: Utc::optional(b.voided_utc),
+        })
+        .collect();
     layout::render(
         StatusCode::OK,
         &PromoBatchesPage {
             csrf: who.csrf,
             current: "promo-batches",
             batches,
+            older: page.older,
+            newer: page.newer,
         },
     )
+}
+
+fn not_found() -> Response {
+    layout::message_page(
+        StatusCode::NOT_FOUND,
+        "No such batch",
+        "None of your promo batches has this id.",
+    )
+}
+
+/// `GET /panel/promo-batches/{batchId}/void`: what voiding does, and the button that does it.
+#[handler]
+pub async fn confirm_void(
+    who: SignedIn,
+    state: Data<&AppState>,
+    Path(batch_id): Path<String>,
+) -> Response {
+    match reads::get_promo_batch(&state.store, who.account.account_id, &batch_id).await {
+        Ok(batch) if batch.voided_utc.is_some() => layout::see_other("/panel/promo-batches"),
+        Ok(batch) => layout::render(
+            StatusCode::OK,
+            &ConfirmVoidPage {
+                csrf: who.csrf,
+                current: "promo-batches",
+                batch_id: batch.batch_id,
+                product_slug: batch.plan_slug,
+                codes: batch.count,
+                redeemed: batch.redeemed,
+            },
+        ),
+        Err(Error::PromoBatchNotFound) => not_found(),
+        Err(err) => layout::failure(err),
+    }
+}
+
+/// `POST /panel/promo-batches/{batchId}/void`: voids the batch (again: nothing changes).
+#[handler]
+pub async fn void(
+    SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
+    state: Data<&AppState>,
+    Path(batch_id): Path<String>,
+) -> Response {
+    match voids::void_batch(&state.store, who.account.account_id, &batch_id).await {
+        Ok(_) => layout::see_other("/panel/promo-batches"),
+        Err(Error::PromoBatchNotFound) => not_found(),
+        Err(err) => layout::failure(err),
+    }
 }

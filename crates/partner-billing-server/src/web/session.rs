@@ -11,17 +11,21 @@ use serde::de::DeserializeOwned;
 
 use partner_billing::Error;
 use partner_billing::accounts::{self, PanelAccount};
+use partner_billing::audit::{Actor, Origin};
 use partner_billing::domain::Secret;
 
 use super::{cookies, csrf, layout};
 use crate::AppState;
 use crate::cross_site::is_cross_site;
+use crate::origin::RequestFacts;
 
-/// A signed-in person: the account, the session token and its CSRF token.
+/// A signed-in person: the account, the session token, its CSRF token, and the origin the
+/// audit trail records for a change this person makes (`panel:<clientId>`, address, request id).
 pub struct SignedIn {
     pub account: PanelAccount,
     pub token: Secret,
     pub csrf: String,
+    pub origin: Origin,
 }
 
 /// The answer sent instead of the handler's.
@@ -41,6 +45,7 @@ impl<'a> FromRequest<'a> for SignedIn {
         };
         match accounts::authenticate_session(&state.store, &token).await {
             Ok(account) => Ok(SignedIn {
+                origin: RequestFacts::of(req).origin(Actor::Panel(account.client_id.clone())),
                 account,
                 csrf: csrf::token_for(&token),
                 token,

@@ -146,8 +146,14 @@ pub async fn save_alerts(
         thresholds.push((slug.as_str(), threshold));
     }
     for (slug, threshold) in thresholds {
-        match webhooks::set_low_balance_alert(&state.store, who.account.account_id, slug, threshold)
-            .await
+        match webhooks::set_low_balance_alert(
+            &state.store,
+            who.account.account_id,
+            slug,
+            threshold,
+            &who.origin,
+        )
+        .await
         {
             Ok(_) => {}
             Err(Error::UnknownPlan | Error::Validation(_)) => {
@@ -197,6 +203,7 @@ pub async fn change_password(
             &who.token,
             Password::presented(form.current_password),
             &form.new_password,
+            &who.origin,
         )
         .await
     };

@@ -208,7 +208,9 @@ pub async fn create(
             event_types: form.event_types.clone(),
             description: (!form.description.is_empty()).then(|| form.description.clone()),
         };
-        match webhooks::create_endpoint(&state.store, who.account.account_id, &request).await {
+        match webhooks::create_endpoint(&state.store, who.account.account_id, &request, &who.origin)
+            .await
+        {
             Ok(CreatedWebhookEndpoint {
                 webhook_endpoint_id,
                 secret,
@@ -273,7 +275,14 @@ pub async fn delete(
     state: Data<&AppState>,
     Path(endpoint_id): Path<String>,
 ) -> Response {
-    match webhooks::delete_endpoint(&state.store, who.account.account_id, &endpoint_id).await {
+    match webhooks::delete_endpoint(
+        &state.store,
+        who.account.account_id,
+        &endpoint_id,
+        &who.origin,
+    )
+    .await
+    {
         Ok(()) => layout::see_other("/panel/webhooks"),
         outcome => after_action(&state, who, outcome, "").await,
     }

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use super::password::{hash_password, verify_password};
+use crate::audit::{Action, Actor, Entry, Origin};
 use crate::domain::{ClientId, Password, Secret, SecretKind};
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -26,11 +27,15 @@ const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
 /// 10 for the client id or 50 for the address within 15 minutes the answer is
 /// [`Error::RateLimited`] without the password being checked. Hashing is bounded
 /// ([`Error::Overloaded`] when too many wait).
+///
+/// A successful sign-in is an entry of the audit trail (`session.created`, with the source
+/// address and `request_id`); a failed one is counted by the throttle, not written there.
 pub async fn create_session(
     store: &Store,
     client_id: &str,
     password: Password,
     source: Option<IpAddr>,
+    request_id: Option<&str>,
 ) -> Result<Session> {
     let address = source.map(|ip| ip.to_canonical().to_string());
     throttle::check(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?;
@@ -48,7 +53,7 @@ pub async fn create_session(
             }
         }
     }
-    let result = try_sign_in(store, client_id, password).await;
+    let result = try_sign_in(store, client_id, password, source, request_id).await;
     match &result {
         // A failure stays counted; a success, or an answer that checked nothing, is taken back.
         Err(Error::Unauthorized) => {}
@@ -65,7 +70,13 @@ async fn take_back(store: &Store, attempts: &[throttle::Attempt]) {
     }
 }
 
-async fn try_sign_in(store: &Store, client_id: &str, password: Password) -> Result<Session> {
+async fn try_sign_in(
+    store: &Store,
+    client_id: &str,
+    password: Password,
+    source: Option<IpAddr>,
+    request_id: Option<&str>,
+) -> Result<Session> {
     let row: Option<(i64, String, String)> =
         sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
             .bind(client_id)
@@ -81,6 +92,9 @@ async fn try_sign_in(store: &Store, client_id: &str, password: Password) -> Resu
     let token = Secret::generate(SecretKind::PanelSession);
     let now = store.now_utc();
     let expires_utc = now + SESSION_LIFETIME_SECONDS;
+    let client_id = ClientId::parse("clientId", client_id).map_err(|_| Error::Unauthorized)?;
+    let origin = Origin::http(Actor::Panel(client_id), source, request_id);
+    let mut tx = store.begin_write().await?;
     sqlx::query(
         "INSERT INTO panel_sessions (token_hash, account_id, created_utc, expires_utc) VALUES ($1, $2, $3, $4)",
     )
@@ -88,8 +102,14 @@ async fn try_sign_in(store: &Store, client_id: &str, password: Password) -> Resu
     .bind(account_id)
     .bind(now)
     .bind(expires_utc)
-    .execute(store.pool())
+    .execute(&mut *tx)
     .await?;
+    let written = Entry::new(Action::SessionCreated, Some(account_id))
+        .value("expiresUtc", expires_utc)
+        .write(store, &mut tx, &origin)
+        .await?;
+    tx.commit().await?;
+    written.committed(store);
     Ok(Session {
         session_token: token.expose().to_owned(),
         expires_utc,
@@ -110,8 +130,18 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
         return Err(Error::Unauthorized);
     }
     let now = store.now_utc();
-    let (account_id, client_id, seen): (i64, String, i64) = sqlx::query_as(
-        "SELECT a.id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
+    #[derive(sqlx::FromRow)]
+    struct SessionRow {
+        account_id: i64,
+        client_id: String,
+        seen: i64,
+    }
+    let SessionRow {
+        account_id,
+        client_id,
+        seen,
+    } = sqlx::query_as(
+        "SELECT a.id AS account_id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
          FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
          WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
          AND COALESCE(s.last_seen_utc, s.created_utc) > $3",
@@ -153,6 +183,7 @@ pub async fn change_password(
     current_session: &Secret,
     current_password: Password,
     new_password: &str,
+    origin: &Origin,
 ) -> Result<()> {
     let new_password = Password::parse("newPassword", new_password)?;
     let stored: Option<String> =
@@ -175,7 +206,11 @@ pub async fn change_password(
         .bind(current_session.hash())
         .execute(&mut *tx)
         .await?;
+    let written = Entry::new(Action::AccountPasswordChanged, Some(account_id))
+        .write(store, &mut tx, origin)
+        .await?;
     tx.commit().await?;
+    written.committed(store);
     tracing::info!(account_id, "panel password changed; other sessions ended");
     Ok(())
 }

@@ -5,8 +5,34 @@
 //! and holds the whole database, so row locks and advisory locks have nothing to add there.
 //! PostgreSQL writers run side by side and lock what they touch.
 
+pub(crate) mod group;
+
 use super::{Backend, Tx};
 use crate::error::Result;
+
+/// The statements of a license group transaction on this backend.
+pub(crate) fn license_group(backend: Backend) -> &'static group::GroupStatements {
+    match backend {
+        Backend::Sqlite => &group::SQLITE,
+        Backend::Postgres => &group::POSTGRES,
+    }
+}
+
+/// Inserts promo code hashes from a JSON array of strings (`$2`) for batch row `$1`, skipping
+/// any hash already taken.
+pub(crate) fn insert_code_hashes(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => {
+            "INSERT INTO promo_codes (code_hash, batch_row_id) \
+             SELECT value, $1 FROM json_each($2) WHERE true ON CONFLICT (code_hash) DO NOTHING"
+        }
+        Backend::Postgres => {
+            "INSERT INTO promo_codes (code_hash, batch_row_id) \
+             SELECT value, $1 FROM json_array_elements_text($2::json) \
+             ON CONFLICT (code_hash) DO NOTHING"
+        }
+    }
+}
 
 /// Locks the account's row until the transaction ends and reads its client id: `FOR UPDATE`
 /// on PostgreSQL; on SQLite `BEGIN IMMEDIATE` already serialises writers.
@@ -36,6 +62,25 @@ pub(crate) async fn try_lock_name(backend: Backend, tx: &mut Tx, name: &str) -> 
     }
 }
 
+/// [`try_lock_name`] for many names in one statement, in their order: which this transaction
+/// now holds. SQLite: all, its write lock being held already.
+pub(crate) async fn try_lock_names(
+    backend: Backend,
+    tx: &mut Tx,
+    names: &[String],
+) -> Result<Vec<bool>> {
+    match backend {
+        Backend::Postgres if !names.is_empty() => Ok(sqlx::query_scalar(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(t.name, 0)) \
+             FROM json_array_elements_text($1::json) WITH ORDINALITY AS t(name, n) ORDER BY t.n",
+        )
+        .bind(super::json_param(names)?)
+        .fetch_all(&mut **tx)
+        .await?),
+        _ => Ok(vec![true; names.len()]),
+    }
+}
+
 /// The pick of due webhook messages; PostgreSQL appends its row-lock clause.
 macro_rules! lease_select {
     () => {
@@ -55,5 +100,49 @@ pub(crate) fn lease_due_messages(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => concat!(lease_select!(), " FOR UPDATE OF m SKIP LOCKED"),
         Backend::Sqlite => lease_select!(),
+    }
+}
+
+/// Whether a transaction of another connection holds the lock [`try_lock_name`] takes on
+/// `name`, read without taking it. PostgreSQL: the advisory lock in `pg_locks` (its 64-bit key
+/// is split in `classid`, the high half, and `objid`); SQLite: `false`, its locks are never
+/// held past one write transaction of this process.
+pub(crate) async fn name_locked(
+    backend: Backend,
+    pool: &sqlx::AnyPool,
+    name: &str,
+) -> Result<bool> {
+    match backend {
+        Backend::Sqlite => Ok(false),
+        Backend::Postgres => Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted \
+             AND objsubid = 1 \
+             AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0))",
+        )
+        .bind(name)
+        .fetch_one(pool)
+        .await?),
+    }
+}
+
+/// The condition that keeps the ledger's change feed from handing out an entry before every
+/// entry that could sort before it has committed (alias `l` for `ledger_entries`). PostgreSQL:
+/// only entries of transactions older than every transaction still running; SQLite: none, its
+/// one writer commits entries in id order.
+pub(crate) fn ledger_feed_settled(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => {
+            " AND l.commit_xact < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+        }
+    }
+}
+
+/// The text elements of the JSON array bound as parameter `$n`, as a subquery for `IN`:
+/// `json_each` on SQLite, `json_array_elements_text` on PostgreSQL.
+pub(crate) fn json_text_elements(backend: Backend, n: usize) -> String {
+    match backend {
+        Backend::Sqlite => format!("(SELECT value FROM json_each(${n}))"),
+        Backend::Postgres => format!("(SELECT json_array_elements_text(${n}::json))"),
     }
 }

@@ -11,14 +11,12 @@ use uuid::Uuid;
 use super::code::{display_code, draw_code, draw_codes};
 use super::recovery::{self, RECOVERY_WINDOW_SECONDS};
 use crate::crypto::MasterKey;
-use crate::db::{Backend, Tx};
+use crate::db::{Tx, dialect};
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
-use crate::faults::FaultPoint;
-use crate::idempotency::{
-    self, Begun, Fingerprint, KeyedRequest, KeyedWrite, Outcome, Scope, Started,
-};
+use crate::faults::{FaultPoint, HoldPoint};
+use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::plans::{SECONDS_PER_DAY, cached_plan};
 use crate::quota::{Charge, EntryKind, debit};
@@ -118,31 +116,30 @@ pub async fn generate_promo_batch(
     let count = request.count.to_string();
     let fingerprint = Fingerprint::new("promo_batch", &[request.plan.as_str(), &count]);
     let scope = Scope::Account(account.account_id);
-    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
+    let claim = idempotency::claim_for(store, scope, &request.idempotency_key, "promo_batch")?;
     let _permit = store.promo_permit(account.account_id).await?;
+    store
+        .pass(HoldPoint::PromoTurnTaken, account.account_id)
+        .await;
+    let keyed = KeyedRequest {
+        scope,
+        key: &request.idempotency_key,
+        fingerprint: &fingerprint,
+    };
     // A retry is answered from its record without drawing, hashing and sealing 1000 codes.
     if idempotency::has_outcome(store, scope, &request.idempotency_key).await? {
-        match idempotency::begin(store, &claim, scope, &request.idempotency_key, &fingerprint)
-            .await?
-        {
-            Begun::Replay(body) => return recovery::replay(store, key, &body).await,
-            Begun::Fresh(tx) => {
-                let _ = tx.rollback().await;
-            }
+        match idempotency::start(store, &claim, keyed).await? {
+            Keyed::Replay(body) => return recovery::replay(store, key, &body).await,
+            Keyed::Fresh(write) => write.abandon().await,
         }
     }
     let batch_id = Uuid::new_v4().to_string();
     let size = usize::try_from(request.count).map_err(|_| Error::PromoGenerationFailed)?;
     let mut drawn = DrawnBatch::draw(store, key, batch_id, size)?;
 
-    let keyed = KeyedRequest {
-        scope,
-        key: &request.idempotency_key,
-        fingerprint: &fingerprint,
-    };
-    let mut write = match idempotency::begin_keyed(store, &claim, keyed).await? {
-        Started::Replay(body) => return recovery::replay(store, key, &body).await,
-        Started::Fresh(write) => write,
+    let mut write = match idempotency::start(store, &claim, keyed).await? {
+        Keyed::Replay(body) => return recovery::replay(store, key, &body).await,
+        Keyed::Fresh(write) => write,
     };
     let stored = store_batch(store, key, &mut write, account, &request, &mut drawn).await;
     // The stored outcome holds everything but the codes, which live only in the sealed payload.
@@ -211,6 +208,9 @@ async fn store_batch(
     if store.fault(FaultPoint::AfterDebit) {
         return Err(Error::PromoGenerationFailed);
     }
+    store
+        .pass(HoldPoint::PromoWriteOpen, account.account_id)
+        .await;
     let batch_row_id: i64 = sqlx::query_scalar(
         "INSERT INTO promo_batches (batch_id, order_public_id, account_id, plan_id, code_count, \
          redemptions_per_code, codes_expire_utc, created_utc) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
@@ -289,17 +289,7 @@ async fn insert_code_hashes(
         let hashes: Vec<&str> = pending.iter().map(|&i| drawn.hashes[i].as_str()).collect();
         let hashes = serde_json::to_string(&hashes)
             .map_err(|e| Error::Internal(format!("code hashes not serialisable: {e}")))?;
-        let sql = match store.backend() {
-            Backend::Sqlite => {
-                "INSERT INTO promo_codes (code_hash, batch_row_id) \
-                 SELECT value, $1 FROM json_each($2) WHERE true ON CONFLICT (code_hash) DO NOTHING"
-            }
-            Backend::Postgres => {
-                "INSERT INTO promo_codes (code_hash, batch_row_id) \
-                 SELECT value, $1 FROM json_array_elements_text($2::json) \
-                 ON CONFLICT (code_hash) DO NOTHING"
-            }
-        };
+        let sql = dialect::insert_code_hashes(store.backend());
         let query = sqlx::query(sql).bind(batch_row_id).bind(hashes);
         let inserted = query.execute(&mut **tx).await?.rows_affected();
         if usize::try_from(inserted).ok() == Some(pending.len()) {

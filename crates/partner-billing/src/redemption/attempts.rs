@@ -40,7 +40,12 @@ pub(crate) async fn reserve(store: &Store, user_id: UserId) -> Result<Reservatio
     .bind(now)
     .fetch_one(store.pool())
     .await?;
-    let (attempts, oldest): (i64, Option<i64>) = sqlx::query_as(
+    #[derive(sqlx::FromRow)]
+    struct Window {
+        attempts: i64,
+        oldest: Option<i64>,
+    }
+    let Window { attempts, oldest } = sqlx::query_as(
         "SELECT COUNT(*) AS attempts, MIN(attempted_utc) AS oldest FROM redemption_attempts \
          WHERE user_id = $1 AND attempted_utc > $2",
     )

@@ -7,16 +7,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 
-/// Promo batches drawn and stored at once per process on SQLite. Each holds up to 1000 codes,
-/// their hashes, the sealed payload and a 2000-parameter statement (about 1 MB); SQLite writes
-/// them one at a time anyway, so more in parallel only hold memory while they queue.
-pub(crate) const SQLITE_PROMO_BATCHES_AT_ONCE: usize = 4;
-
-/// Promo batches at once per process on PostgreSQL, whose writers run side by side: twice
-/// SQLite's, so that while some batches draw and seal their codes others insert theirs.
-pub(crate) const POSTGRES_PROMO_BATCHES_AT_ONCE: usize = 8;
-
-/// Promo batches of one account generated at once per process: below the global count, so
+/// Promo batches of one account generated at once per process: below the global count (`Capacity::promo_batches`), so
 /// one account's batches never hold every slot and other accounts are not queued behind
 /// them (docs/security.md). An account's further batches wait holding no global slot.
 pub const PROMO_BATCHES_PER_ACCOUNT: usize = 2;

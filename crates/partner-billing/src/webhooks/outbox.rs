@@ -116,19 +116,10 @@ pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
     Ok(leased)
 }
 
-/// Records the attempt and settles the message: a 2xx is delivered; `410 Gone` fails it and
-/// disables the endpoint at once; anything else (redirects included) is retried after the
-/// schedule's next delay, or failed when the schedule is used up.
-pub async fn record_attempt(
-    store: &Store,
-    message: &DueMessage,
-    outcome: &AttemptOutcome,
-) -> Result<()> {
-    record_attempts(store, &[(message, outcome)]).await
-}
-
-/// [`record_attempt`] for several attempts in one transaction (the worker batches what finished
-/// together: one commit instead of one per attempt).
+/// Records attempts and settles their messages, in one transaction (the worker batches what
+/// finished together: one commit instead of one per attempt): a 2xx is delivered; `410 Gone`
+/// fails it and disables the endpoint at once; anything else (redirects included) is retried
+/// after the schedule's next delay, or failed when the schedule is used up.
 pub async fn record_attempts(
     store: &Store,
     attempts: &[(&DueMessage, &AttemptOutcome)],

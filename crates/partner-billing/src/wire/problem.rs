@@ -67,11 +67,14 @@ pub enum ErrorCode {
     InternalError,
     LicenseNotFound,
     LicenseAlreadyActive,
+    RequestNotFound,
+    PromoBatchNotFound,
+    CodeVoided,
 }
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 30] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -99,6 +102,9 @@ impl ErrorCode {
         Self::InternalError,
         Self::LicenseNotFound,
         Self::LicenseAlreadyActive,
+        Self::RequestNotFound,
+        Self::PromoBatchNotFound,
+        Self::CodeVoided,
     ];
 
     /// The code as it appears in the `code` member.
@@ -131,6 +137,9 @@ impl ErrorCode {
             Self::InternalError => "Internal.Error",
             Self::LicenseNotFound => "License.NotFound",
             Self::LicenseAlreadyActive => "License.AlreadyActive",
+            Self::RequestNotFound => "Reseller.RequestNotFound",
+            Self::PromoBatchNotFound => "Reseller.PromoBatchNotFound",
+            Self::CodeVoided => "Promo.CodeVoided",
         }
     }
 
@@ -158,8 +167,10 @@ impl ErrorCode {
             Self::ApiKeyNotFound
             | Self::WebhookEndpointNotFound
             | Self::CodeNotFound
-            | Self::LicenseNotFound => 404,
-            Self::PromoCodesExpired | Self::CodeExpired => 410,
+            | Self::LicenseNotFound
+            | Self::RequestNotFound
+            | Self::PromoBatchNotFound => 404,
+            Self::PromoCodesExpired | Self::CodeExpired | Self::CodeVoided => 410,
             Self::PromoGenerationFailed | Self::InternalError => 500,
             Self::TooManyAttempts | Self::RateLimited => 429,
             Self::ServiceUnavailable => 503,
@@ -196,6 +207,9 @@ impl ErrorCode {
             Self::InternalError => "Internal error",
             Self::LicenseNotFound => "License not found",
             Self::LicenseAlreadyActive => "The login already holds this perpetual plan",
+            Self::RequestNotFound => "No request with this idempotency key",
+            Self::PromoBatchNotFound => "Promo batch not found",
+            Self::CodeVoided => "Promo code voided",
         }
     }
 
@@ -270,6 +284,16 @@ impl ErrorCode {
             Self::LicenseAlreadyActive => {
                 "The login already holds an unrevoked license of this perpetual plan; nothing \
                  was charged or redeemed, and nothing was stored under the idempotency key."
+            }
+            Self::RequestNotFound => {
+                "This account has no record of a request with this idempotency key: it never \
+                 arrived, or it changed nothing (refusals are not recorded)."
+            }
+            Self::PromoBatchNotFound => {
+                "No promo batch of this account has this id (unknown or another account's)."
+            }
+            Self::CodeVoided => {
+                "The promo code, or its whole batch, was voided by the reseller that bought it."
             }
         }
     }

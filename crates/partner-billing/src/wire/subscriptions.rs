@@ -1,37 +1,10 @@
-//! The JSON shapes of subscriptions: the license object a reseller sees (and gets back from a
-//! revocation), and the entitlements the product reads on its sign-in path.
+//! The JSON shapes of subscriptions: the entitlements the product reads on its sign-in path.
+//! (A revocation answers the license object of `reads.rs`.)
 
 use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "openapi")]
 use poem_openapi::Object;
-
-/// A license as shown to the reseller that issued it, or whose promo code it was redeemed from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "openapi", derive(Object))]
-#[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
-#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
-pub struct ResellerLicense {
-    /// Identifies the license (uuid).
-    pub license_id: String,
-    /// The product granted.
-    pub plan_slug: String,
-    /// The end user who holds it.
-    pub login: String,
-    /// `direct` (issued with an API key) or `promo` (redeemed from one of the account's codes).
-    pub source: String,
-    /// For `promo`: the batch the code came from (uuid); null for `direct`.
-    pub batch_id: Option<String>,
-    /// When it was granted (Unix seconds, UTC).
-    pub created_utc: i64,
-    /// When its period begins (Unix seconds, UTC), as granted.
-    pub starts_utc: i64,
-    /// When its period ends (Unix seconds, UTC), as granted; null for a perpetual plan.
-    pub expires_utc: Option<i64>,
-    /// When it was revoked (Unix seconds, UTC); null unless revoked.
-    pub revoked_utc: Option<i64>,
-}
 
 /// What a login may use of one plan, folded from its licenses of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,14 @@ use crate::fixture::{account_id, reseller};
 
 async fn a_reseller_is_listed_and_shown(store: Store) {
     let password = Password::parse("password", "another long password").unwrap();
-    let client_id = create_reseller(&store, "Acme", password).await.unwrap();
+    let client_id = create_reseller(
+        &store,
+        "Acme",
+        password,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     let shown = show_reseller(&store, &client_id).await.unwrap();
     assert_eq!(shown.client_id, client_id.as_str());
     assert_eq!(shown.name, "Acme");
@@ -39,6 +46,7 @@ async fn a_session_opens_with_the_password_and_closes_on_suspension(store: Store
         r.client_id.as_str(),
         Password::presented("not the password"),
         None,
+        None,
     )
     .await
     .unwrap_err();
@@ -48,6 +56,7 @@ async fn a_session_opens_with_the_password_and_closes_on_suspension(store: Store
         r.client_id.as_str(),
         Password::presented("correct horse battery"),
         None,
+        None,
     )
     .await
     .unwrap();
@@ -55,9 +64,14 @@ async fn a_session_opens_with_the_password_and_closes_on_suspension(store: Store
     let panel = authenticate_session(&store, &token).await.unwrap();
     assert_eq!(panel.account_id, r.account.account_id);
 
-    set_standing(&store, &r.client_id, Standing::Suspended)
-        .await
-        .unwrap();
+    set_standing(
+        &store,
+        &r.client_id,
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert!(matches!(
         authenticate_session(&store, &token).await,
         Err(Error::Unauthorized)
@@ -66,25 +80,40 @@ async fn a_session_opens_with_the_password_and_closes_on_suspension(store: Store
         show_reseller(&store, &r.client_id).await.unwrap().standing,
         "suspended"
     );
-    set_standing(&store, &r.client_id, Standing::Good)
-        .await
-        .unwrap();
+    set_standing(
+        &store,
+        &r.client_id,
+        Standing::Good,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     authenticate_session(&store, &token).await.unwrap();
 }
 
 async fn a_suspended_account_s_keys_stop_working(store: Store) {
     let r = reseller(&store, 0).await;
     let id = r.account.account_id;
-    let key = partner_billing::keys::create_api_key(&store, id, None)
-        .await
-        .unwrap();
+    let key = partner_billing::keys::create_api_key(
+        &store,
+        id,
+        None,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     let secret = || Secret::from_presented(key.secret.clone());
     authenticate_api_key(&store, &key.client_id, &secret())
         .await
         .unwrap();
-    set_standing(&store, &r.client_id, Standing::Suspended)
-        .await
-        .unwrap();
+    set_standing(
+        &store,
+        &r.client_id,
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     let err = authenticate_api_key(&store, &key.client_id, &secret())
         .await
         .unwrap_err();

@@ -39,17 +39,43 @@ pub async fn reseller(store: &Store, units: i64) -> Reseller {
         .is_empty()
     {
         let new_plan = NewPlan::new(plan(), "Pro", Some(30), Some(1), Some(30)).unwrap();
-        create_plan(store, new_plan).await.unwrap();
-    }
-    let password = Password::parse("password", "correct horse battery").unwrap();
-    let client_id = create_reseller(store, "Reseller", password).await.unwrap();
-    if units > 0 {
-        credit(store, &client_id, &plan(), units, "top-up")
+        create_plan(store, new_plan, &partner_billing::audit::Origin::cli())
             .await
             .unwrap();
     }
+    let password = Password::parse("password", "correct horse battery").unwrap();
+    let client_id = create_reseller(
+        store,
+        "Reseller",
+        password,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    if units > 0 {
+        credit(
+            store,
+            &partner_billing::quota::Correction {
+                client_id: &client_id,
+                plan: &plan(),
+                units,
+                reason: "top-up",
+                reference: None,
+            },
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
+    }
     let id = account_id(store, &client_id).await;
-    let created = create_api_key(store, id, Some("main")).await.unwrap();
+    let created = create_api_key(
+        store,
+        id,
+        Some("main"),
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     let account = authenticate_api_key(
         store,
         &created.client_id,

@@ -21,7 +21,14 @@ async fn authenticate(store: &Store, key: &CreatedApiKey) -> Result<i64, Error> 
 async fn a_created_key_authenticates_until_revoked(store: Store) {
     let r = reseller(&store, 0).await;
     let id = r.account.account_id;
-    let key = create_api_key(&store, id, Some("second")).await.unwrap();
+    let key = create_api_key(
+        &store,
+        id,
+        Some("second"),
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(authenticate(&store, &key).await.unwrap(), id);
     let wrong = CreatedApiKey {
         secret: format!("{}x", key.secret),
@@ -31,10 +38,22 @@ async fn a_created_key_authenticates_until_revoked(store: Store) {
         authenticate(&store, &wrong).await,
         Err(Error::Unauthorized)
     ));
-    revoke_api_key(&store, id, &key.api_key_id).await.unwrap();
-    revoke_api_key(&store, id, &key.api_key_id)
-        .await
-        .expect("revoking again succeeds");
+    revoke_api_key(
+        &store,
+        id,
+        &key.api_key_id,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    revoke_api_key(
+        &store,
+        id,
+        &key.api_key_id,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .expect("revoking again succeeds");
     assert!(matches!(
         authenticate(&store, &key).await,
         Err(Error::Unauthorized)
@@ -52,10 +71,23 @@ async fn a_created_key_authenticates_until_revoked(store: Store) {
 async fn a_rolled_key_stops_at_its_expiry(store: Store) {
     let r = reseller(&store, 0).await;
     let id = r.account.account_id;
-    let old = create_api_key(&store, id, Some("rolled")).await.unwrap();
-    let new = roll_api_key(&store, id, &old.api_key_id, Some(0))
-        .await
-        .unwrap();
+    let old = create_api_key(
+        &store,
+        id,
+        Some("rolled"),
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    let new = roll_api_key(
+        &store,
+        id,
+        &old.api_key_id,
+        Some(0),
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(new.name.as_deref(), Some("rolled"));
     assert_eq!(authenticate(&store, &new).await.unwrap(), id);
     assert!(matches!(
@@ -72,9 +104,15 @@ async fn a_rolled_key_stops_at_its_expiry(store: Store) {
     };
     assert_eq!(status(&old).as_deref(), Some("expired"));
     assert_eq!(status(&new).as_deref(), Some("active"));
-    let err = roll_api_key(&store, id, &old.api_key_id, None)
-        .await
-        .unwrap_err();
+    let err = roll_api_key(
+        &store,
+        id,
+        &old.api_key_id,
+        None,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, Error::ApiKeyNotFound), "{err:?}");
 }
 
@@ -82,15 +120,20 @@ async fn an_account_holds_at_most_five_active_keys(store: Store) {
     let r = reseller(&store, 0).await;
     let id = r.account.account_id;
     for _ in 0..4 {
-        create_api_key(&store, id, None).await.unwrap();
+        create_api_key(&store, id, None, &partner_billing::audit::Origin::cli())
+            .await
+            .unwrap();
     }
-    let err = create_api_key(&store, id, None).await.unwrap_err();
+    let err = create_api_key(&store, id, None, &partner_billing::audit::Origin::cli())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::ApiKeyLimitReached), "{err:?}");
     let other = reseller(&store, 0).await;
     let foreign = revoke_api_key(
         &store,
         other.account.account_id,
         r.account.api_key_id.as_str(),
+        &partner_billing::audit::Origin::cli(),
     )
     .await
     .unwrap_err();

@@ -31,7 +31,9 @@ async fn wait_until_queued(store: &Store, count: usize) {
 async fn a_retry_queued_beside_its_original_is_in_progress(store: Store) {
     let r = reseller(&store, 10).await;
     let alice = Login::parse("login", "alice").unwrap();
-    register_user(&store, &alice).await.unwrap();
+    register_user(&store, &alice, &partner_billing::audit::Origin::cli())
+        .await
+        .unwrap();
     let request = |text: &str| IssueLicense {
         plan: plan(),
         login: alice.clone(),

@@ -8,6 +8,7 @@ mod accounts;
 mod fixture;
 mod idempotency;
 mod keys;
+mod license_order;
 mod licenses;
 mod promo;
 mod quota;

@@ -35,7 +35,9 @@ async fn a_batch_stores_only_hashes_and_its_codes_redeem(store: Store) {
     }
 
     let login = Login::parse("login", "alice").unwrap();
-    add_user(&store, &login).await.unwrap();
+    add_user(&store, &login, &partner_billing::audit::Origin::cli())
+        .await
+        .unwrap();
     let console = OperatorIdentity::console();
     let redeem = |code: &str, text| RedeemPromoCode::new(code, login.clone(), key(text));
     let code = batch.codes[0].code.as_str();
@@ -84,7 +86,9 @@ async fn a_code_of_one_redemption_is_exhausted_for_the_next_login(store: Store) 
     let code = batch.codes[0].code.as_str();
     for (login, text) in [("bob", "redeem-bob-01"), ("carol", "redeem-carol-1")] {
         let login = Login::parse("login", login).unwrap();
-        add_user(&store, &login).await.unwrap();
+        add_user(&store, &login, &partner_billing::audit::Origin::cli())
+            .await
+            .unwrap();
         let result = redeem_promo_code(
             &store,
             &console,

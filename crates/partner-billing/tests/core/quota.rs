@@ -7,9 +7,19 @@ use crate::fixture::{key, plan, reseller};
 
 async fn credit_adds_to_the_balance_and_the_ledger(store: Store) {
     let r = reseller(&store, 10).await;
-    let balance = credit(&store, &r.client_id, &plan(), 5, "more")
-        .await
-        .unwrap();
+    let balance = credit(
+        &store,
+        &partner_billing::quota::Correction {
+            client_id: &r.client_id,
+            plan: &plan(),
+            units: 5,
+            reason: "more",
+            reference: None,
+        },
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
     assert_eq!(balance.remaining_balance, 15);
     let shown = balances(&store, r.account.account_id).await.unwrap();
     assert_eq!(shown.balances.len(), 1);
@@ -26,9 +36,19 @@ async fn credit_adds_to_the_balance_and_the_ledger(store: Store) {
     );
     assert_eq!(entries[1].reason.as_deref(), Some("more"));
     assert!(
-        credit(&store, &r.client_id, &plan(), 0, "none")
-            .await
-            .is_err()
+        credit(
+            &store,
+            &partner_billing::quota::Correction {
+                client_id: &r.client_id,
+                plan: &plan(),
+                units: 0,
+                reason: "none",
+                reference: None
+            },
+            &partner_billing::audit::Origin::cli()
+        )
+        .await
+        .is_err()
     );
 }
 

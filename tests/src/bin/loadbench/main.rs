@@ -321,7 +321,13 @@ async fn subscribe(fresh: &FreshDb, seeded: &Seeded, url: &str) -> anyhow::Resul
             .bind(account.client_id.as_str())
             .fetch_one(store.pool())
             .await?;
-        partner_billing::webhooks::create_endpoint(&store, account_id, &request).await?;
+        partner_billing::webhooks::create_endpoint(
+            &store,
+            account_id,
+            &request,
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await?;
     }
     store.close().await;
     Ok(())

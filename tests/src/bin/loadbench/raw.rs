@@ -178,7 +178,7 @@ impl Inner {
             sha256_hex(format!("license|{}:{PLAN}|{}:{login}", PLAN.len(), login.len()).as_bytes());
         // idempotency.rs `begin` → store.rs `begin_write`.
         let mut tx = self.store.begin_write().await.map_err(err)?;
-        // idempotency.rs `find_outcome`: the advisory lock (PostgreSQL), then the record.
+        // idempotency.rs `start`: the advisory lock (PostgreSQL), then the record.
         if self.store.backend() == Backend::Postgres {
             let locked: bool =
                 sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))")

@@ -154,6 +154,7 @@ pub async fn seed(url: &str, count: usize) -> anyhow::Result<Seeded> {
     plans::create_plan(
         &store,
         NewPlan::new(slug.clone(), "Load benchmark", Some(30), None, None)?,
+        &partner_billing::audit::Origin::cli(),
     )
     .await?;
     let logins: Vec<String> = (0..LOGINS).map(|i| format!("bench-user-{i:04}")).collect();
@@ -162,6 +163,7 @@ pub async fn seed(url: &str, count: usize) -> anyhow::Result<Seeded> {
         &store,
         "Loadbench 0",
         Password::parse("password", &format!("pw-{}", uuid::Uuid::new_v4().simple()))?,
+        &partner_billing::audit::Origin::cli(),
     )
     .await?;
     let password_hash: String =
@@ -179,7 +181,7 @@ pub async fn seed(url: &str, count: usize) -> anyhow::Result<Seeded> {
         let slug = slug.clone();
         tasks.spawn(async move {
             for i in (task..LOGINS).step_by(SEED_TASKS) {
-                plans::add_user(&store, &Login::parse("login", &logins[i])?).await?;
+                plans::add_user(&store, &Login::parse("login", &logins[i])?, &partner_billing::audit::Origin::cli()).await?;
             }
             let mut made = Vec::new();
             for i in (task..count).step_by(SEED_TASKS) {
@@ -205,8 +207,17 @@ pub async fn seed(url: &str, count: usize) -> anyhow::Result<Seeded> {
                         .bind(client_id.as_str())
                         .fetch_one(store.pool())
                         .await?;
-                let key = keys::create_api_key(&store, account_id, Some("loadbench")).await?;
-                quota::credit(&store, &client_id, &slug, CREDIT, "loadbench seed").await?;
+                let origin = partner_billing::audit::Origin::cli();
+                let key =
+                    keys::create_api_key(&store, account_id, Some("loadbench"), &origin).await?;
+                let credit = quota::Correction {
+                    client_id: &client_id,
+                    plan: &slug,
+                    units: CREDIT,
+                    reason: "loadbench seed",
+                    reference: None,
+                };
+                quota::credit(&store, &credit, &origin).await?;
                 made.push((
                     i,
                     Account {

@@ -8,7 +8,8 @@ use uuid::Uuid;
 use super::statements::{GroupRead, Writes};
 use super::{Pending, Step};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Fingerprint, Found, GroupKeyedRequest};
+use crate::idempotency::{Fingerprint, KeyBatch, Keyed, KeyedRequest, Scope};
+use crate::plans::PlanRow;
 use crate::store::{FaultPoint, Store};
 use crate::subscriptions::{Head, next_period};
 use crate::wire::License;
@@ -16,6 +17,7 @@ use crate::wire::License;
 /// One license the group charges, with what its writes need.
 pub(super) struct Charge {
     pub(super) index: usize,
+    pub(super) plan: PlanRow,
     pub(super) user_id: i64,
     pub(super) actor: String,
     pub(super) license: License,
@@ -25,7 +27,6 @@ pub(super) struct Charge {
 /// `charges`), the charges, and the balances they leave.
 pub(super) struct Decided {
     pub(super) now: i64,
-    fingerprints: Vec<Fingerprint>,
     steps: Vec<Option<Step>>,
     pub(super) charges: Vec<Charge>,
     remaining: HashMap<(i64, i64), i64>,
@@ -38,20 +39,20 @@ impl Decided {
         store: &Store,
         batch: &'a [Pending],
         read: &GroupRead,
+        keys: &KeyBatch<'a>,
     ) -> Result<Writes<'a>> {
         if store.fault(FaultPoint::LicenseWrite) {
             return Err(Error::Internal(
                 "fault injection: license write failed".to_owned(),
             ));
         }
-        let keyed = keyed_requests(batch, &self.fingerprints);
-        Writes::new(batch, read, &self.remaining, &self.charges, &keyed)
+        Writes::new(batch, read, &self.remaining, &self.charges, keys, self.now)
     }
 
     pub(super) fn into_steps(self) -> Result<Vec<Step>> {
         let mut steps = self.steps;
         for charge in self.charges {
-            steps[charge.index] = Some(Step::Fresh(charge.license));
+            steps[charge.index] = Some(Ok(Keyed::Fresh(charge.license)));
         }
         steps
             .into_iter()
@@ -60,30 +61,32 @@ impl Decided {
     }
 }
 
+/// The batch's keyed requests, in batch order.
 pub(super) fn keyed_requests<'a>(
     batch: &'a [Pending],
     fingerprints: &'a [Fingerprint],
-) -> Vec<GroupKeyedRequest<'a>> {
+) -> Vec<KeyedRequest<'a>> {
     batch
         .iter()
         .zip(fingerprints)
-        .map(|(p, fingerprint)| GroupKeyedRequest {
-            account_id: p.account.account_id,
+        .map(|(p, fingerprint)| KeyedRequest {
+            scope: Scope::Account(p.account.account_id),
             key: &p.request.idempotency_key,
             fingerprint,
         })
         .collect()
 }
 
-/// The decisions, in the order of the one-request path: the login (an unknown one is refused
-/// as insufficient quota when the balance could not have paid), then the key, then the
-/// balance, whose first N requests in arrival order are charged when it covers them.
+/// The decisions, request by request, in the one order of checks of every keyed write: the
+/// key (a replay, a key reused for another request, a key still in progress), then the plan,
+/// then the balance and the login (at a balance below the cost the answer is insufficient
+/// quota whatever the login, so it never tells whether a login is registered), then the
+/// charge: a balance's first N requests in arrival order are charged when it covers them.
 pub(super) fn decide(
     store: &Store,
     batch: &[Pending],
-    fingerprints: Vec<Fingerprint>,
+    keys: &KeyBatch<'_>,
     read: &GroupRead,
-    keys_held: &[bool],
 ) -> Result<Decided> {
     let now = store.now_utc();
     let mut remaining = read.balances.clone();
@@ -99,67 +102,74 @@ pub(super) fn decide(
     let mut charges = Vec::new();
     for (index, pending) in batch.iter().enumerate() {
         let account_id = pending.account.account_id;
-        let row = (account_id, pending.plan.id.get());
-        let balance = remaining.get(&row).copied().unwrap_or(0);
-        let Some(&user_id) = read.users.get(pending.request.login.as_str()) else {
-            steps.push(Some(Step::Refused(if balance < 1 {
-                Error::InsufficientQuota
-            } else {
-                Error::UnknownLogin
-            })));
-            continue;
-        };
         let key = pending.request.idempotency_key.as_str();
         // A retry can reach the queue while its original still waits there (the caller that
         // held the key went away): it is in progress, and its retry replays the outcome.
         if !keys_seen.insert((account_id, key)) {
-            steps.push(Some(Step::Refused(Error::RequestInProgress)));
+            steps.push(Some(Err(Error::RequestInProgress)));
             continue;
         }
         let stored = read.outcomes.get(&(account_id, key.to_owned()));
-        let held = keys_held.get(index).copied().unwrap_or(false);
-        match idempotency::check(held, stored, &fingerprints[index]) {
-            Found::Refused(err) => steps.push(Some(Step::Refused(err))),
-            Found::Replay(body) => steps.push(Some(Step::Replay(body))),
-            Found::Fresh if balance < 1 => {
-                steps.push(Some(Step::Refused(Error::InsufficientQuota)));
+        match keys.check(index, stored) {
+            Ok(Keyed::Fresh(())) => {}
+            Ok(Keyed::Replay(body)) => {
+                steps.push(Some(Ok(Keyed::Replay(body))));
+                continue;
             }
-            Found::Fresh => {
-                let chain = (user_id, pending.plan.id.get());
-                let head = heads.get(&chain).copied().unwrap_or(Head::None);
-                let period = match next_period(head, pending.plan.duration_days, now) {
-                    Ok(period) => period,
-                    Err(err) => {
-                        steps.push(Some(Step::Refused(err)));
-                        continue;
-                    }
-                };
-                heads.insert(chain, period.head());
-                remaining.insert(row, balance - 1);
-                let license = License {
-                    license_id: Uuid::new_v4().to_string(),
-                    plan_slug: pending.request.plan.to_string(),
-                    login: pending.request.login.to_string(),
-                    remaining_balance: balance - 1,
-                    created_utc: now,
-                    starts_utc: period.starts_utc,
-                    expires_utc: period.expires_utc,
-                    revoked_utc: None,
-                };
-                // Filled in from `charges` once their writes have run.
-                steps.push(None);
-                charges.push(Charge {
-                    index,
-                    user_id,
-                    actor: format!("api_key:{}", pending.account.api_key_id),
-                    license,
-                });
+            Err(err) => {
+                steps.push(Some(Err(err)));
+                continue;
             }
         }
+        let Some(plan) = pending.plan else {
+            steps.push(Some(Err(Error::UnknownPlan)));
+            continue;
+        };
+        let row = (account_id, plan.id.get());
+        let balance = remaining.get(&row).copied().unwrap_or(0);
+        if balance < 1 {
+            steps.push(Some(Err(Error::InsufficientQuota)));
+            continue;
+        }
+        let Some(&user_id) = read.users.get(pending.request.login.as_str()) else {
+            steps.push(Some(Err(Error::UnknownLogin)));
+            continue;
+        };
+        // A perpetual plan held already is refused before the charge; else the license starts
+        // where the login's chain of the plan ends.
+        let chain = (user_id, plan.id.get());
+        let head = heads.get(&chain).copied().unwrap_or(Head::None);
+        let period = match next_period(head, plan.duration_days, now) {
+            Ok(period) => period,
+            Err(err) => {
+                steps.push(Some(Err(err)));
+                continue;
+            }
+        };
+        heads.insert(chain, period.head());
+        remaining.insert(row, balance - 1);
+        let license = License {
+            license_id: Uuid::new_v4().to_string(),
+            plan_slug: pending.request.plan.to_string(),
+            login: pending.request.login.to_string(),
+            remaining_balance: balance - 1,
+            created_utc: now,
+            starts_utc: period.starts_utc,
+            expires_utc: period.expires_utc,
+            revoked_utc: None,
+        };
+        // Filled in from `charges` once their writes have run.
+        steps.push(None);
+        charges.push(Charge {
+            index,
+            plan,
+            user_id,
+            actor: format!("api_key:{}", pending.account.api_key_id),
+            license,
+        });
     }
     Ok(Decided {
         now,
-        fingerprints,
         steps,
         charges,
         remaining,

@@ -5,7 +5,7 @@
 
 use sqlx::{Connection, PgConnection};
 
-use super::POSTGRES_GROUP_WRITE;
+use super::{POSTGRES, POSTGRES_WRITE};
 
 /// The tables the group reads or updates by key.
 const KEYED_TABLES: [&str; 6] = [
@@ -78,13 +78,13 @@ async fn postgres_group_statements_probe_indexes() {
         .await
         .unwrap();
     sqlx::raw_sql(SEED).execute(&mut conn).await.unwrap();
-    // A group of three requests on three accounts, as `read_group` and `run_postgres` bind it.
+    // A group of three requests on three accounts, as `licenses/group` binds it.
     let logins = r#"["user-1","user-2","user-3"]"#;
-    let keys = r#"[[1,"key-1"],[2,"new"],[3,"key-3"]]"#;
-    let rows = "[[1,1],[2,1],[3,1]]";
+    let keys = r#"[{"account_id":1,"key":"key-1"},{"account_id":2,"key":"new"},{"account_id":3,"key":"key-3"}]"#;
+    let rows = r#"[{"account_id":1,"plan_id":1},{"account_id":2,"plan_id":1},{"account_id":3,"plan_id":1}]"#;
     let accounts = "[1,2,3]";
     let chains = r#"[{"login":"user-1","plan":1},{"login":"user-2","plan":1}]"#;
-    let balances = "[[1,1,1000,999],[2,1,1000,999],[3,1,1000,999]]";
+    let balances = r#"[{"account_id":1,"plan_id":1,"before":1000,"after":999},{"account_id":2,"plan_id":1,"before":1000,"after":999},{"account_id":3,"plan_id":1,"before":1000,"after":999}]"#;
     // Generic plans, as a prepared statement gets after its fifth run.
     sqlx::query("SET plan_cache_mode = force_generic_plan")
         .execute(&mut conn)
@@ -95,7 +95,7 @@ async fn postgres_group_statements_probe_indexes() {
             "read",
             explain(
                 &mut conn,
-                postgres_group_read!("", ""),
+                POSTGRES.first_try.unwrap().read,
                 &[logins, keys, rows, accounts, chains],
             )
             .await,
@@ -104,14 +104,14 @@ async fn postgres_group_statements_probe_indexes() {
             "locked read",
             explain(
                 &mut conn,
-                postgres_group_read!(" FOR UPDATE OF b", " FOR UPDATE OF s"),
+                POSTGRES.read_locked,
                 &[logins, keys, rows, accounts, chains],
             )
             .await,
         ),
         ("write", {
             let plan = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!(
-                "EXPLAIN {POSTGRES_GROUP_WRITE}"
+                "EXPLAIN {POSTGRES_WRITE}"
             )))
             .bind(balances)
             .bind("[]")

@@ -1,0 +1,370 @@
+//! What an API key reads back about its own account (docs/design.md, "Reading back and
+//! voiding"): its licenses, its promo batches (counts, never a code), its ledger as a change
+//! feed, and what became of a keyed write.
+//!
+//! Every list pages by keyset: a page is `WHERE (sort key) beyond (the cursor's) ORDER BY …
+//! LIMIT n`, read from an index in that order, so page 10 000 costs what page 1 costs and an
+//! insert between two pages neither repeats nor hides an item. Reads write nothing.
+
+pub(crate) mod cursor;
+
+use serde_json::Value;
+
+use crate::db::dialect;
+use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug};
+use crate::error::{Error, Result};
+use crate::idempotency::Scope;
+use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use crate::store::Store;
+use crate::wire::{
+    LedgerEntryRecord, LedgerPage, LicenseList, LicenseRecord, PromoBatchList, PromoBatchSummary,
+    RequestStatus,
+};
+
+pub(crate) use cursor::List;
+
+/// Which page of a list: how many items, and after which (the previous page's `nextCursor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    limit: i64,
+    cursor: Option<String>,
+}
+
+impl PageRequest {
+    /// `limit` 1–500 (100 when absent); `cursor` as a previous page returned it. The cursor is
+    /// checked when the page is read, against the list and the account.
+    pub fn parse(limit: Option<i64>, cursor: Option<&str>) -> Result<Self, InvalidField> {
+        let limit = limit.unwrap_or(PAGE_LIMIT_DEFAULT);
+        if !(1..=PAGE_LIMIT_MAX).contains(&limit) {
+            return Err(InvalidField::new("limit", "must be between 1 and 500"));
+        }
+        Ok(Self {
+            limit,
+            cursor: cursor.map(str::to_owned),
+        })
+    }
+
+    /// The first page of `limit` items.
+    pub fn first(limit: i64) -> Self {
+        Self {
+            limit: limit.clamp(1, PAGE_LIMIT_MAX),
+            cursor: None,
+        }
+    }
+
+    /// The sort key the page starts after, or `start` for the first page.
+    fn position(
+        &self,
+        store: &Store,
+        account_id: i64,
+        list: List,
+        start: &[i64],
+    ) -> Result<Vec<i64>> {
+        match &self.cursor {
+            None => Ok(start.to_vec()),
+            Some(text) => cursor::decode(store, account_id, list, start.len(), text),
+        }
+    }
+}
+
+/// Which of the account's licenses to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LicenseFilter {
+    pub login: Option<Login>,
+    pub plan: Option<PlanSlug>,
+}
+
+impl LicenseFilter {
+    /// The query's `login` and `planSlug`, each optional.
+    pub fn parse(login: Option<&str>, plan_slug: Option<&str>) -> Result<Self, InvalidField> {
+        Ok(Self {
+            login: login.map(|l| Login::parse("login", l)).transpose()?,
+            plan: plan_slug
+                .map(|p| PlanSlug::parse("planSlug", p))
+                .transpose()?,
+        })
+    }
+}
+
+/// A license with its row id, the sort key of the list.
+#[derive(sqlx::FromRow)]
+struct LicenseRow {
+    row_id: i64,
+    #[sqlx(flatten)]
+    record: LicenseRecord,
+}
+
+const LICENSE_SELECT: &str = "SELECT l.id AS row_id, l.license_id, p.slug AS plan_slug, u.login, \
+     l.source, l.batch_id, l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
+     FROM licenses l JOIN users u ON u.id = l.user_id JOIN plans p ON p.id = l.plan_id";
+
+/// The account's licenses (those it issued and those redeemed from its codes), newest first.
+pub async fn list_licenses(
+    store: &Store,
+    account_id: i64,
+    filter: &LicenseFilter,
+    page: &PageRequest,
+) -> Result<LicenseList> {
+    let before = page.position(store, account_id, List::Licenses, &[i64::MAX])?[0];
+    // One statement text per filter, each served by its own index (account, [user|plan], id).
+    let mut sql = format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND l.id < $2");
+    if filter.login.is_some() {
+        sql.push_str(" AND l.user_id = (SELECT id FROM users WHERE login = $4)");
+    } else {
+        sql.push_str(" AND $4 = ''");
+    }
+    if filter.plan.is_some() {
+        sql.push_str(" AND l.plan_id = (SELECT id FROM plans WHERE slug = $5)");
+    } else {
+        sql.push_str(" AND $5 = ''");
+    }
+    sql.push_str(" ORDER BY l.id DESC LIMIT $3");
+    let rows: Vec<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(before)
+        .bind(page.limit + 1)
+        .bind(filter.login.as_ref().map_or("", |l| l.as_str()))
+        .bind(filter.plan.as_ref().map_or("", |p| p.as_str()))
+        .fetch_all(store.pool())
+        .await?;
+    let (rows, next) = split_page(rows, page.limit, |row| vec![row.row_id]);
+    Ok(LicenseList {
+        licenses: rows.into_iter().map(|row| row.record).collect(),
+        next_cursor: next
+            .map(|position| cursor::encode(store, account_id, List::Licenses, &position))
+            .transpose()?,
+    })
+}
+
+/// One of the account's licenses; any other id, malformed ones included, is
+/// [`Error::LicenseNotFound`].
+pub async fn get_license(
+    store: &Store,
+    account_id: i64,
+    license_id: &str,
+) -> Result<LicenseRecord> {
+    if license_id.is_empty() || license_id.len() > 64 {
+        return Err(Error::LicenseNotFound);
+    }
+    let sql = format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND l.license_id = $2");
+    let row: Option<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(license_id)
+        .fetch_optional(store.pool())
+        .await?;
+    row.map(|row| row.record).ok_or(Error::LicenseNotFound)
+}
+
+/// A promo batch with its row id, the sort key of the list.
+#[derive(sqlx::FromRow)]
+struct PromoBatchRow {
+    row_id: i64,
+    #[sqlx(flatten)]
+    summary: PromoBatchSummary,
+}
+
+/// `$2` is the recovery window in seconds.
+const PROMO_BATCH_SELECT: &str = "SELECT b.id AS row_id, b.batch_id, b.order_public_id, \
+     p.slug AS plan_slug, b.code_count AS count, \
+     (SELECT COUNT(*) FROM promo_redemptions r JOIN promo_codes c ON c.code_hash = r.code_hash \
+      WHERE c.batch_row_id = b.id) AS redeemed, \
+     b.voided_utc, b.created_utc, b.created_utc + $2 AS recoverable_until_utc \
+     FROM promo_batches b JOIN plans p ON p.id = b.plan_id";
+
+/// The account's promo batches, newest first, with how often their codes were redeemed.
+pub async fn list_promo_batches(
+    store: &Store,
+    account_id: i64,
+    page: &PageRequest,
+) -> Result<PromoBatchList> {
+    let before = page.position(store, account_id, List::PromoBatches, &[i64::MAX])?[0];
+    let sql = format!(
+        "{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.id < $3 ORDER BY b.id DESC LIMIT $4"
+    );
+    let rows: Vec<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
+        .bind(before)
+        .bind(page.limit + 1)
+        .fetch_all(store.pool())
+        .await?;
+    let (rows, next) = split_page(rows, page.limit, |row| vec![row.row_id]);
+    Ok(PromoBatchList {
+        promo_batches: rows.into_iter().map(|row| row.summary).collect(),
+        next_cursor: next
+            .map(|position| cursor::encode(store, account_id, List::PromoBatches, &position))
+            .transpose()?,
+    })
+}
+
+/// One of the account's promo batches by its `batchId`; any other is
+/// [`Error::PromoBatchNotFound`].
+pub async fn get_promo_batch(
+    store: &Store,
+    account_id: i64,
+    batch_id: &str,
+) -> Result<PromoBatchSummary> {
+    if batch_id.is_empty() || batch_id.len() > 64 {
+        return Err(Error::PromoBatchNotFound);
+    }
+    let sql = format!("{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.batch_id = $3");
+    let row: Option<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
+        .bind(batch_id)
+        .fetch_optional(store.pool())
+        .await?;
+    row.map(|row| row.summary).ok_or(Error::PromoBatchNotFound)
+}
+
+/// A ledger entry with its place in the feed.
+#[derive(sqlx::FromRow)]
+struct LedgerRow {
+    commit_xact: i64,
+    #[sqlx(flatten)]
+    entry: LedgerEntryRecord,
+}
+
+/// The feed's position before the first entry.
+const LEDGER_START: [i64; 2] = [-1, -1];
+
+/// The account's ledger, oldest first, optionally of one product. The page's `nextCursor` is
+/// never null: kept and sent later, it returns only the entries written since. Entries are
+/// read in commit order (see [`dialect::ledger_feed_settled`]), so a feed never skips one that
+/// committed late.
+pub async fn ledger(
+    store: &Store,
+    account_id: i64,
+    product: Option<&PlanSlug>,
+    page: &PageRequest,
+) -> Result<LedgerPage> {
+    let after = page.position(store, account_id, List::Ledger, &LEDGER_START)?;
+    let product_filter = if product.is_some() {
+        " AND l.plan_id = (SELECT id FROM plans WHERE slug = $5)"
+    } else {
+        " AND $5 = ''"
+    };
+    let sql = format!(
+        "SELECT l.commit_xact, l.id AS entry_id, p.slug AS product_slug, l.kind, \
+         l.delta AS units, l.balance_after, l.reference, l.created_utc \
+         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+         WHERE l.account_id = $1 AND (l.commit_xact, l.id) > ($2, $3){product_filter}{settled} \
+         ORDER BY l.commit_xact, l.id LIMIT $4",
+        settled = dialect::ledger_feed_settled(store.backend()),
+    );
+    let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(after[0])
+        .bind(after[1])
+        .bind(page.limit + 1)
+        .bind(product.map_or("", |p| p.as_str()))
+        .fetch_all(store.pool())
+        .await?;
+    let has_more = rows.len() as i64 > page.limit;
+    let mut rows = rows;
+    rows.truncate(page.limit as usize);
+    let position = rows
+        .last()
+        .map_or(after, |row| vec![row.commit_xact, row.entry.entry_id]);
+    Ok(LedgerPage {
+        entries: rows.into_iter().map(|row| row.entry).collect(),
+        next_cursor: cursor::encode(store, account_id, List::Ledger, &position)?,
+        has_more,
+    })
+}
+
+/// At most `limit` rows, and the sort key of the last one when more follow.
+fn split_page<T>(
+    mut rows: Vec<T>,
+    limit: i64,
+    position: impl Fn(&T) -> Vec<i64>,
+) -> (Vec<T>, Option<Vec<i64>>) {
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = if more {
+        rows.last().map(position)
+    } else {
+        None
+    };
+    (rows, next)
+}
+
+/// A stored outcome as the lookup reads it.
+#[derive(sqlx::FromRow)]
+struct RecordRow {
+    operation: String,
+    response_body: String,
+    created_utc: i64,
+}
+
+async fn stored_outcome(
+    store: &Store,
+    account_id: i64,
+    key: &IdempotencyKey,
+) -> Result<Option<RecordRow>> {
+    Ok(sqlx::query_as(
+        "SELECT operation, response_body, created_utc FROM idempotency_records \
+         WHERE account_id = $1 AND idempotency_key = $2",
+    )
+    .bind(account_id)
+    .bind(key.as_str())
+    .fetch_optional(store.pool())
+    .await?)
+}
+
+/// What became of the account's write under `key`: succeeded (with the ids it created, never
+/// a code), still running, or [`Error::RequestNotFound`] (it never arrived, or was refused:
+/// refusals are not recorded).
+pub async fn request_status(store: &Store, account_id: i64, key: &str) -> Result<RequestStatus> {
+    let key = IdempotencyKey::parse("idempotencyKey", key)?;
+    if let Some(record) = stored_outcome(store, account_id, &key).await? {
+        return succeeded(&key, record);
+    }
+    let name = Scope::Account(account_id).lock_name(&key);
+    let running = match store.in_flight_operation(&name) {
+        Some(operation) => Some(operation),
+        None if dialect::name_locked(store.backend(), store.pool(), &name).await? => Some(""),
+        None => None,
+    };
+    // It may have committed between the two reads.
+    if let Some(record) = stored_outcome(store, account_id, &key).await? {
+        return succeeded(&key, record);
+    }
+    match running {
+        Some(operation) => Ok(RequestStatus {
+            idempotency_key: key.to_string(),
+            status: "in_progress".to_owned(),
+            operation: (!operation.is_empty()).then(|| operation.to_owned()),
+            created_utc: store.now_utc(),
+            license_id: None,
+            batch_id: None,
+            order_public_id: None,
+        }),
+        None => Err(Error::RequestNotFound),
+    }
+}
+
+fn succeeded(key: &IdempotencyKey, record: RecordRow) -> Result<RequestStatus> {
+    // The stored answer holds no code (a batch's codes are sealed apart); only ids are read.
+    let body: Value = serde_json::from_str(&record.response_body)
+        .map_err(|e| Error::Internal(format!("stored outcome unreadable: {e}")))?;
+    let member = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
+    let is_license = record.operation == "license";
+    Ok(RequestStatus {
+        idempotency_key: key.to_string(),
+        status: "succeeded".to_owned(),
+        license_id: if is_license {
+            member("licenseId")
+        } else {
+            None
+        },
+        batch_id: if is_license { None } else { member("batchId") },
+        order_public_id: if is_license {
+            None
+        } else {
+            member("orderPublicId")
+        },
+        operation: Some(record.operation),
+        created_utc: record.created_utc,
+    })
+}

@@ -1,0 +1,222 @@
+//! The audit trail's rules: a change whose transaction fails leaves no entry (and no entry is
+//! without its change); refused input changes nothing and leaves no entry; pages by keyset
+//! never repeat or skip; the table refuses UPDATE and DELETE; licenses add no entry.
+
+use partner_billing::store::FaultPoint;
+use partner_billing_tests::{Db, TestApp, both_databases};
+use serde_json::{Value, json};
+
+use crate::audit_trail::{actions, activity, all_entries};
+
+both_databases!(
+    a_change_whose_transaction_fails_leaves_no_entry,
+    refused_input_changes_nothing_and_leaves_no_entry,
+    activity_pages_by_keyset_without_repeats_or_gaps,
+    the_trail_refuses_update_and_delete,
+    licenses_add_no_entry
+);
+
+async fn a_change_whose_transaction_fails_leaves_no_entry(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let token = app.session(&r.client_id, &r.password).await;
+    let before = all_entries(&app, &token).await.len();
+    app.store.inject_fault(FaultPoint::AfterAuditEntry);
+    let revoke = app
+        .http
+        .delete(app.url(&format!(
+            "/v1/billing/resellers/me/api-keys/{}",
+            r.api_key_id
+        )))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), 500);
+    // Neither the change nor its entry: the key still works and the trail is as it was.
+    let listed: Value = app
+        .http
+        .get(app.url("/v1/billing/resellers/me/api-keys"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["apiKeys"][0]["status"], "active");
+    let entries = all_entries(&app, &token).await;
+    assert_eq!(entries.len(), before);
+    assert!(!actions(&entries).contains(&"api_key.revoked"));
+    // And every entry has its change: each key named by a creation entry exists.
+    for entry in entries.iter().filter(|e| e["action"] == "api_key.created") {
+        let id = entry["ids"]["apiKeyId"].as_str().unwrap();
+        assert!(listed.to_string().contains(id));
+    }
+    // The same revocation without the fault: exactly one entry.
+    let revoke = app
+        .http
+        .delete(app.url(&format!(
+            "/v1/billing/resellers/me/api-keys/{}",
+            r.api_key_id
+        )))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), 204);
+    let entries = all_entries(&app, &token).await;
+    assert_eq!(entries.len(), before + 1);
+    assert_eq!(entries[0]["action"], "api_key.revoked");
+    app.stop().await;
+}
+
+async fn refused_input_changes_nothing_and_leaves_no_entry(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let token = app.session(&r.client_id, &r.password).await;
+    let before = all_entries(&app, &token).await;
+    let long_name = "n".repeat(10 * 1024);
+    let refused = app
+        .http
+        .post(app.url("/v1/billing/resellers/me/api-keys"))
+        .bearer_auth(&token)
+        .json(&json!({"name": long_name}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let unknown = app
+        .http
+        .delete(app.url("/v1/billing/resellers/me/api-keys/rsk_000000000000000000000000"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let wrong = app
+        .http
+        .put(app.url("/v1/billing/resellers/me/password"))
+        .bearer_auth(&token)
+        .json(&json!({"currentPassword": "not it at all", "newPassword": "whatever you like"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 400);
+    assert_eq!(all_entries(&app, &token).await, before);
+    // Bad page parameters are a 400 naming the parameter.
+    for (query, field) in [
+        ("?limit=0", "limit"),
+        ("?limit=501", "limit"),
+        ("?cursor=garbage", "cursor"),
+    ] {
+        let (status, body) = activity(&app, &token, query).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["code"], "Request.ValidationFailed");
+        assert_eq!(body["field"], field, "{body}");
+    }
+    app.stop().await;
+}
+
+async fn activity_pages_by_keyset_without_repeats_or_gaps(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let token = app.session(&r.client_id, &r.password).await;
+    for i in 0..4 {
+        let key: Value = app
+            .http
+            .post(app.url("/v1/billing/resellers/me/api-keys"))
+            .bearer_auth(&token)
+            .json(&json!({"name": format!("k{i}")}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = key["apiKeyId"].as_str().unwrap();
+        app.http
+            .delete(app.url(&format!("/v1/billing/resellers/me/api-keys/{id}")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+    }
+    let all = all_entries(&app, &token).await;
+    assert_eq!(all.len(), 12);
+    let mut paged = Vec::new();
+    let mut query = "?limit=5".to_owned();
+    let mut pages = 0;
+    loop {
+        let (status, body) = activity(&app, &token, &query).await;
+        assert_eq!(status, 200, "{body}");
+        paged.extend(body["entries"].as_array().unwrap().iter().cloned());
+        pages += 1;
+        if pages == 1 {
+            // An entry added after the first page does not shift the next ones.
+            app.http
+                .post(app.url("/v1/billing/resellers/me/api-keys"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap();
+        }
+        match body["nextCursor"].as_str() {
+            Some(cursor) => query = format!("?limit=5&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(paged, all, "every entry once, in order");
+    app.stop().await;
+}
+
+async fn the_trail_refuses_update_and_delete(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    app.reseller().await;
+    let count = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM audit_entries")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap()
+    };
+    let before = count().await;
+    assert!(before > 0);
+    let update = sqlx::query("UPDATE audit_entries SET actor = 'someone else'")
+        .execute(app.store.pool())
+        .await;
+    assert!(update.is_err(), "UPDATE must be refused");
+    let delete = sqlx::query("DELETE FROM audit_entries")
+        .execute(app.store.pool())
+        .await;
+    assert!(delete.is_err(), "DELETE must be refused");
+    assert_eq!(count().await, before);
+    let actors: Vec<String> = sqlx::query_scalar("SELECT actor FROM audit_entries")
+        .fetch_all(app.store.pool())
+        .await
+        .unwrap();
+    assert!(actors.iter().all(|a| a != "someone else"));
+    app.stop().await;
+}
+
+async fn licenses_add_no_entry(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    app.plan("pro").await;
+    app.user("alice").await;
+    let r = app.reseller().await;
+    app.credit(&r, "pro", 3).await;
+    let token = app.session(&r.client_id, &r.password).await;
+    let before = all_entries(&app, &token).await;
+    for i in 0..3 {
+        let issued = app
+            .partner(reqwest::Method::POST, "/v1/billing/partner/licenses", &r)
+            .json(&json!({"planSlug": "pro", "login": "alice", "idempotencyKey": format!("license-{i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(issued.status(), 200);
+    }
+    // The ledger records licenses; the trail does not repeat them.
+    assert_eq!(all_entries(&app, &token).await, before);
+    app.stop().await;
+}
