@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 use partner_billing::domain::{ClientId, IdempotencyKey, Login, PlanSlug};
-use partner_billing::wire::License;
+use partner_billing::wire::{License, LicenseRecord};
 use partner_billing_client::{Credentials, PartnerClient};
 use serde::Serialize;
 
 use crate::args::{self, Remote, usage};
-use crate::output::{Output, fields, opt_utc, table, utc};
+use crate::output::{Output, fields, opt, opt_utc, table, utc};
 
 /// The API key's client id; the secret comes from `PARTNER_BILLING_SECRET` only.
 #[derive(Debug, Args)]
@@ -57,6 +57,15 @@ pub enum LicenseCommand {
     List(crate::reads::LicenseListArgs),
     /// Shows one of the account's licenses.
     Show(crate::reads::LicenseShowArgs),
+    /// Revokes one of the account's licenses (issued by it or redeemed from its codes); the
+    /// login's later licenses of the plan move earlier by the unused time. No unit comes back.
+    Revoke {
+        /// The license to revoke.
+        #[arg(long, value_name = "L")]
+        license_id: String,
+        #[command(flatten)]
+        auth: ClientIdOpt,
+    },
 }
 
 /// The API key: the client id from `--client-id` / `PARTNER_BILLING_CLIENT_ID`, the secret
@@ -113,6 +122,21 @@ pub(crate) fn write_failure(
     }
 }
 
+/// A license as the reseller sees it, one `name: value` line per member.
+fn license_fields(license: &LicenseRecord) -> String {
+    fields(&[
+        ("licenseId", license.license_id.clone()),
+        ("plan", license.plan_slug.clone()),
+        ("login", license.login.clone()),
+        ("source", license.source.clone()),
+        ("batchId", opt(license.batch_id.as_deref())),
+        ("created", utc(license.created_utc)),
+        ("starts", utc(license.starts_utc)),
+        ("expires", opt_utc(license.expires_utc)),
+        ("revoked", opt_utc(license.revoked_utc)),
+    ])
+}
+
 pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result<ExitCode> {
     let (plan, login, idempotency_key, auth) = match cmd {
         LicenseCommand::Issue {
@@ -123,6 +147,11 @@ pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result
         } => (plan, login, idempotency_key, auth),
         LicenseCommand::List(args) => return crate::reads::license_list(base_url, args, out).await,
         LicenseCommand::Show(args) => return crate::reads::license_show(base_url, args, out).await,
+        LicenseCommand::Revoke { license_id, auth } => {
+            let license = client(base_url, auth)?.revoke_license(&license_id).await?;
+            out.emit(&license, || license_fields(&license))?;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let client = client(base_url, auth)?;
     // Chosen here, not in the SDK, so that a failed run can print it for the retry.
@@ -147,6 +176,7 @@ pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result
             ("login", license.login.clone()),
             ("remainingBalance", license.remaining_balance.to_string()),
             ("created", utc(license.created_utc)),
+            ("starts", utc(license.starts_utc)),
             ("expires", opt_utc(license.expires_utc)),
             ("idempotencyKey", issued.idempotency_key.clone()),
         ];

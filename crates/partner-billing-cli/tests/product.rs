@@ -457,3 +457,94 @@ fn plans_add_user(dir: &Path, login: &str) {
     let out = admin(dir, &["user", "add", "--login", login]);
     assert_success(&out, &["user add"]);
 }
+
+#[test]
+fn operators_read_entitlements_and_revoke_licenses() {
+    let dir = TempDir::new("entitle");
+    let dir = dir.0.as_path();
+    let (codes, _) = set_up_batch(dir);
+    let redeemed = json(
+        dir,
+        &["promo", "redeem", "--code", &codes[0], "--login", "alice"],
+    );
+    let license_id = redeemed["licenseId"].as_str().unwrap().to_owned();
+
+    let held = json(dir, &["user", "entitlements", "--login", "alice"]);
+    assert_eq!(held["login"], "alice");
+    let entries = held["entitlements"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{held}");
+    assert_eq!(entries[0]["planSlug"], "pro");
+    assert_eq!(entries[0]["activeNow"], true);
+    assert_eq!(entries[0]["activeFromUtc"], redeemed["startsUtc"]);
+    assert_eq!(entries[0]["activeUntilUtc"], redeemed["expiresUtc"]);
+    let out = admin(dir, &["user", "entitlements", "--login", "alice"]);
+    assert_success(&out, &["user entitlements"]);
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("ACTIVE_NOW") && table.contains("pro"),
+        "{table}"
+    );
+    assert_one_line_error(
+        &admin(dir, &["user", "entitlements", "--login", "mallory"]),
+        1,
+        "Reseller.UnknownLogin",
+    );
+
+    // A reason is required, and an unknown id is refused; nothing changes either way.
+    for (args, code, expected) in [
+        (
+            vec![
+                "license",
+                "revoke",
+                "--license-id",
+                &license_id,
+                "--reason",
+                " ",
+            ],
+            2,
+            "reason",
+        ),
+        (
+            vec![
+                "license",
+                "revoke",
+                "--license-id",
+                "nope",
+                "--reason",
+                "typo",
+            ],
+            1,
+            "License.NotFound",
+        ),
+    ] {
+        assert_one_line_error(&admin(dir, &args), code, expected);
+    }
+    assert_eq!(
+        json(dir, &["user", "entitlements", "--login", "alice"])["entitlements"],
+        held["entitlements"]
+    );
+
+    let revoke = [
+        "license",
+        "revoke",
+        "--license-id",
+        &license_id,
+        "--reason",
+        "issued to the wrong login",
+    ];
+    let revoked = json(dir, &revoke);
+    assert_eq!(revoked["licenseId"], license_id.as_str());
+    assert!(revoked["revokedUtc"].as_i64().is_some());
+    assert_eq!(revoked["startsUtc"], redeemed["startsUtc"]);
+    // Again: the same license, unchanged.
+    assert_eq!(json(dir, &revoke), revoked);
+    let held = json(dir, &["user", "entitlements", "--login", "alice"]);
+    assert_eq!(held["entitlements"], serde_json::json!([]));
+    let out = admin(dir, &revoke);
+    assert_success(&out, &["license revoke"]);
+    assert!(
+        text(&out.stdout).contains("revoked:"),
+        "{}",
+        text(&out.stdout)
+    );
+}

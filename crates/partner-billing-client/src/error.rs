@@ -115,6 +115,10 @@ pub enum Error {
     /// `404 License.NotFound`: no license of this account has this id.
     #[error("License.NotFound: {}", problem.detail)]
     LicenseNotFound { problem: Box<Problem> },
+    /// `409 License.AlreadyActive`: the login already holds this perpetual plan; nothing was
+    /// charged, and a retry under the same key runs again.
+    #[error("License.AlreadyActive: {}", problem.detail)]
+    LicenseAlreadyActive { problem: Box<Problem> },
     /// `404 Reseller.RequestNotFound`: no record of a request with this idempotency key.
     #[error("Reseller.RequestNotFound: {}", problem.detail)]
     RequestNotFound { problem: Box<Problem> },
@@ -199,6 +203,7 @@ impl Error {
             },
             ErrorCode::InternalError => Self::InternalError { problem },
             ErrorCode::LicenseNotFound => Self::LicenseNotFound { problem },
+            ErrorCode::LicenseAlreadyActive => Self::LicenseAlreadyActive { problem },
             ErrorCode::RequestNotFound => Self::RequestNotFound { problem },
             ErrorCode::PromoBatchNotFound => Self::PromoBatchNotFound { problem },
             ErrorCode::CodeVoided => Self::CodeVoided { problem },
@@ -233,6 +238,7 @@ impl Error {
             Self::ServiceUnavailable { .. } => ErrorCode::ServiceUnavailable,
             Self::InternalError { .. } => ErrorCode::InternalError,
             Self::LicenseNotFound { .. } => ErrorCode::LicenseNotFound,
+            Self::LicenseAlreadyActive { .. } => ErrorCode::LicenseAlreadyActive,
             Self::RequestNotFound { .. } => ErrorCode::RequestNotFound,
             Self::PromoBatchNotFound { .. } => ErrorCode::PromoBatchNotFound,
             Self::CodeVoided { .. } => ErrorCode::CodeVoided,
@@ -273,6 +279,7 @@ impl Error {
             | Self::ServiceUnavailable { problem, .. }
             | Self::InternalError { problem }
             | Self::LicenseNotFound { problem }
+            | Self::LicenseAlreadyActive { problem }
             | Self::RequestNotFound { problem }
             | Self::PromoBatchNotFound { problem }
             | Self::CodeVoided { problem }

@@ -83,8 +83,9 @@ pub use webhooks::{WebhookVerifyError, verify_webhook, verify_webhook_at};
 
 pub use partner_billing::domain::{IdempotencyKey, Secret};
 pub use partner_billing::wire::{
-    ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, EndUser, ErrorCode, License, Problem,
-    PromoBatch, PromoCode, RedeemedLicense, ResellerAccount, Session, UserLicense, UserLicenses,
+    ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey, EndUser, Entitlement, Entitlements,
+    ErrorCode, License, Problem, PromoBatch, PromoCode, RedeemedLicense, ResellerAccount, Session,
+    UserLicense, UserLicenses,
 };
 pub use partner_billing::wire::{
     CreatedWebhookEndpoint, LowBalanceAlert, WEBHOOK_EVENT_TYPES, WebhookDelivery,

@@ -4,7 +4,7 @@ use std::fmt;
 
 use partner_billing::domain::IdempotencyKey;
 use partner_billing::wire::{
-    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, PromoBatch,
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, LicenseRecord, PromoBatch,
 };
 use reqwest::Method;
 use reqwest::header::HeaderMap;
@@ -225,6 +225,19 @@ impl PartnerClient {
             replayed: reply.replayed,
             idempotency_key: idempotency_key.as_str().to_owned(),
         })
+    }
+
+    /// `DELETE /v1/billing/partner/licenses/{licenseId}`: revokes one of the account's licenses
+    /// (issued by it, or redeemed from its promo codes) and returns it with `revoked_utc` set.
+    /// The login's later licenses of the plan move earlier by the unused time; no unit comes
+    /// back. Safe to repeat: revoking again returns the same license, unchanged.
+    ///
+    /// Errors of note: [`Error::LicenseNotFound`] (unknown, malformed or another reseller's id).
+    pub async fn revoke_license(&self, license_id: &str) -> Result<LicenseRecord> {
+        let reply = self
+            .send_to(Method::DELETE, &["licenses", license_id], Vec::new(), None)
+            .await?;
+        reply.json(&self.sensitive())
     }
 
     /// One call to a partner endpoint, retried within the policy.

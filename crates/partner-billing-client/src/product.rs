@@ -4,7 +4,8 @@ use std::fmt;
 
 use partner_billing::domain::Secret;
 use partner_billing::wire::{
-    EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicenses,
+    EndUser, Entitlements, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest,
+    UserLicenses,
 };
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -170,6 +171,25 @@ impl ProductClient {
     pub async fn user_licenses(&self, login: &str) -> Result<UserLicenses> {
         let reply = self
             .send(Method::GET, &["users", login, "licenses"], None, &[])
+            .await?;
+        reply.json(&self.sensitive(&[]))
+    }
+
+    /// `GET /v1/billing/product/users/{login}/entitlements`: what the login may use now and
+    /// until when, one entry per plan with an unrevoked license that has not ended, sorted by
+    /// slug. The answer for the sign-in path: a plan not listed is not held. An unregistered
+    /// login is [`Error::UnknownLogin`].
+    ///
+    /// ```no_run
+    /// # async fn run(client: partner_billing_client::ProductClient) -> Result<(), partner_billing_client::Error> {
+    /// let held = client.entitlements("alice@example.com").await?;
+    /// let may_use_pro = held.entitlements.iter().any(|e| e.plan_slug == "pro" && e.active_now);
+    /// # let _ = may_use_pro;
+    /// # Ok(()) }
+    /// ```
+    pub async fn entitlements(&self, login: &str) -> Result<Entitlements> {
+        let reply = self
+            .send(Method::GET, &["users", login, "entitlements"], None, &[])
             .await?;
         reply.json(&self.sensitive(&[]))
     }

@@ -18,7 +18,7 @@ const BALANCES: &str = "/v1/billing/partner/balances";
 const PROMO_BATCHES: &str = "/v1/billing/partner/promo-batches";
 const API_KEYS: &str = "/v1/billing/resellers/me/api-keys";
 
-const LICENSE: &str = r#"{"licenseId":"6f1c","planSlug":"pro","login":"alice","remainingBalance":4,"createdUtc":1700000000,"expiresUtc":null}"#;
+const LICENSE: &str = r#"{"licenseId":"6f1c","planSlug":"pro","login":"alice","remainingBalance":4,"createdUtc":1700000000,"startsUtc":1700000000,"expiresUtc":null,"revokedUtc":null}"#;
 
 const BATCH: &str = r#"{"orderPublicId":"0b6f6f2e-order","batchId":"5d1c7a90-batch","planSlug":"pro","codes":[{"code":"ABCD-EFGH-JKMN-PQRS"},{"code":"TVWX-YZ01-2345-6789"}],"remainingBalance":8,"createdUtc":1700000000}"#;
 

@@ -35,6 +35,8 @@ const UNBOUNDED_ARRAYS: &[(&str, &str)] = &[
     ("ApiKeyList", "apiKeys"),
     ("Balances", "balances"),
     ("UserLicenses", "licenses"),
+    // One entry per plan the login holds.
+    ("Entitlements", "entitlements"),
 ];
 
 /// Completes poem-openapi's document (its `spec()`), see the module's documentation.

@@ -25,7 +25,7 @@ error_set!(
     IssueLicense, API_KEY, [
         ValidationFailed, InsufficientQuota, BrowserOriginForbidden, RequestInProgress,
         PayloadTooLarge, UnknownPlan, UnknownLogin, IdempotencyKeyReused, RateLimited,
-        InternalError, ServiceUnavailable,
+        LicenseAlreadyActive, InternalError, ServiceUnavailable,
     ]
 );
 
@@ -51,8 +51,8 @@ error_set!(
     RedeemPromoCode, BEARER, [
         ValidationFailed, BrowserOriginForbidden, CodeNotFound, RequestInProgress, CodeExhausted,
         AlreadyRedeemed, CodeExpired, CodeVoided, PayloadTooLarge, UnknownLogin,
-        IdempotencyKeyReused,
-        TooManyAttempts, RateLimited, InternalError, ServiceUnavailable,
+        IdempotencyKeyReused, TooManyAttempts, RateLimited, LicenseAlreadyActive, InternalError,
+        ServiceUnavailable,
     ]
 );
 
@@ -60,6 +60,20 @@ error_set!(
     /// `GET /v1/billing/product/users/{login}/licenses`.
     ListUserLicenses, BEARER, [
         ValidationFailed, BrowserOriginForbidden, UnknownLogin, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `GET /v1/billing/product/users/{login}/entitlements`.
+    GetUserEntitlements, BEARER, [
+        ValidationFailed, BrowserOriginForbidden, UnknownLogin, InternalError, ServiceUnavailable,
+    ]
+);
+
+error_set!(
+    /// `DELETE /v1/billing/partner/licenses/{licenseId}`.
+    RevokeLicense, API_KEY, [
+        BrowserOriginForbidden, LicenseNotFound, InternalError, ServiceUnavailable,
     ]
 );
 

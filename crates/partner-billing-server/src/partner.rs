@@ -1,7 +1,7 @@
 //! The partner API: what a reseller's backend calls with its API key.
 
 use poem::web::Data;
-use poem_openapi::param::Query;
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
@@ -9,9 +9,10 @@ use partner_billing::licenses::{self, IssueLicense};
 use partner_billing::promo::{self, GeneratePromoBatch};
 use partner_billing::quota;
 use partner_billing::reads::{self, LicenseFilter, PageRequest};
+use partner_billing::subscriptions::{self, Revoker};
 use partner_billing::wire::{
-    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, LicenseList, PromoBatch,
-    PromoBatchList,
+    Balances, GeneratePromoBatchRequest, IssueLicenseRequest, License, LicenseList, LicenseRecord,
+    PromoBatch, PromoBatchList,
 };
 
 use crate::ApiTags;
@@ -44,6 +45,13 @@ pub enum PromoBatchResponse {
         Json<PromoBatch>,
         #[oai(header = "Idempotent-Replayed")] Option<String>,
     ),
+}
+
+#[derive(ApiResponse)]
+pub enum RevokeLicenseResponse {
+    /// The license with `revokedUtc`. Revoking it again answers the same license, unchanged.
+    #[oai(status = 200)]
+    Ok(Json<LicenseRecord>),
 }
 
 #[derive(ApiResponse)]
@@ -102,6 +110,33 @@ impl PartnerApi {
         let outcome = licenses::issue_license(&state.store, &account, request).await?;
         let replayed = outcome.replayed.then(|| "true".to_owned());
         Ok(IssueLicenseResponse::Ok(Json(outcome.value), replayed))
+    }
+
+    /// Revoke a license.
+    ///
+    /// The account's own licenses: those it issued and those redeemed from its promo codes; any
+    /// other id, malformed ones included, is 404 `License.NotFound`. The license grants nothing
+    /// from `revokedUtc` on; the login's later licenses of the plan move earlier by its unused
+    /// time, so the login keeps exactly the time of its other licenses. No unit is returned.
+    /// Idempotent: revoking again answers the same license and changes nothing.
+    #[oai(
+        path = "/licenses/:licenseId",
+        method = "delete",
+        operation_id = "revokeLicense"
+    )]
+    async fn revoke_license(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+        /// The license to revoke (uuid).
+        #[oai(name = "licenseId")]
+        license_id: Path<String>,
+    ) -> OpResult<RevokeLicenseResponse, errors::RevokeLicense> {
+        let account = auth.verify(&state.store).await?;
+        let license =
+            subscriptions::revoke_license(&state.store, Revoker::api_key(&account), &license_id.0)
+                .await?;
+        Ok(RevokeLicenseResponse::Ok(Json(license)))
     }
 
     /// Generate a batch of promo codes.

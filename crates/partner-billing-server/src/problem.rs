@@ -177,6 +177,10 @@ impl From<Error> for ApiError {
                 ErrorCode::LicenseNotFound,
                 "No license of this account has this id.",
             ),
+            Error::LicenseAlreadyActive => Self::new(
+                ErrorCode::LicenseAlreadyActive,
+                "The login already holds an unrevoked license of this perpetual plan; nothing was charged.",
+            ),
             Error::RequestNotFound => Self::new(
                 ErrorCode::RequestNotFound,
                 "This account has no record of a request with this idempotency key.",

@@ -10,8 +10,10 @@ use partner_billing::domain::Login;
 use partner_billing::licenses;
 use partner_billing::plans;
 use partner_billing::redemption::{self, RedeemPromoCode};
+use partner_billing::subscriptions;
 use partner_billing::wire::{
-    EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicenses,
+    EndUser, Entitlements, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest,
+    UserLicenses,
 };
 
 use crate::ApiTags;
@@ -51,6 +53,13 @@ pub enum UserLicensesResponse {
     /// The login and every license it holds, expired ones included, oldest first.
     #[oai(status = 200)]
     Ok(Json<UserLicenses>),
+}
+
+#[derive(ApiResponse)]
+pub enum EntitlementsResponse {
+    /// The login and what it may use, one entry per plan, sorted by slug.
+    #[oai(status = 200)]
+    Ok(Json<Entitlements>),
 }
 
 #[OpenApi(prefix_path = "/v1/billing/product", tag = "ApiTags::Product")]
@@ -133,6 +142,37 @@ impl ProductApi {
         let login = Login::parse("login", &login.0)?;
         Ok(UserLicensesResponse::Ok(Json(
             licenses::user_licenses(&state.store, &login).await?,
+        )))
+    }
+
+    /// What a login may use now, and until when.
+    ///
+    /// For the product's sign-in path: one entry per plan for which the login holds an
+    /// unrevoked license that has not ended, sorted by slug. `activeFromUtc` is the start of the
+    /// earliest such license, `activeUntilUtc` the end of the latest (null for a perpetual
+    /// plan), `activeNow` whether `activeFromUtc` has come. A plan not listed is not held. An
+    /// unregistered login is 422 `Reseller.UnknownLogin`.
+    #[oai(
+        path = "/users/:login/entitlements",
+        method = "get",
+        operation_id = "getUserEntitlements"
+    )]
+    async fn user_entitlements(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        /// The login, percent-encoded: 1–254 characters, no control characters.
+        #[oai(validator(
+            min_length = 1,
+            max_length = 254,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+        ))]
+        login: Path<String>,
+    ) -> OpResult<EntitlementsResponse, errors::GetUserEntitlements> {
+        auth.verify(&state.store).await?;
+        let login = Login::parse("login", &login.0)?;
+        Ok(EntitlementsResponse::Ok(Json(
+            subscriptions::entitlements(&state.store, &login).await?,
         )))
     }
 }

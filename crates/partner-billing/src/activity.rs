@@ -244,7 +244,9 @@ pub struct LicenseRow {
     pub login: String,
     pub product_slug: String,
     pub created_utc: i64,
+    pub starts_utc: i64,
     pub expires_utc: Option<i64>,
+    pub revoked_utc: Option<i64>,
 }
 
 impl Keyed for LicenseRow {
@@ -266,7 +268,7 @@ pub async fn licenses(
         account_id,
         List::PanelLicenses,
         "SELECT l.id AS row_id, l.license_id, u.login, p.slug AS product_slug, l.created_utc, \
-         l.expires_utc FROM licenses l JOIN users u ON u.id = l.user_id \
+         l.starts_utc, l.expires_utc, l.revoked_utc FROM licenses l JOIN users u ON u.id = l.user_id \
          JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
         "l.id",

@@ -73,6 +73,9 @@ pub enum Error {
     /// No license of this account has this id.
     #[error("license not found")]
     LicenseNotFound,
+    /// The login already holds an unrevoked license of this perpetual plan.
+    #[error("license already active")]
+    LicenseAlreadyActive,
     /// This account has no record of a request with this idempotency key.
     #[error("request not found")]
     RequestNotFound,
@@ -121,6 +124,7 @@ impl Error {
             Self::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::LicenseNotFound => ErrorCode::LicenseNotFound,
+            Self::LicenseAlreadyActive => ErrorCode::LicenseAlreadyActive,
             Self::RequestNotFound => ErrorCode::RequestNotFound,
             Self::PromoBatchNotFound => ErrorCode::PromoBatchNotFound,
             Self::CodeVoided => ErrorCode::CodeVoided,

@@ -35,6 +35,12 @@ pub enum EventData {
         login: String,
         remaining_balance: i64,
     },
+    LicenseRevoked {
+        license_id: String,
+        product_slug: String,
+        login: String,
+        revoked_utc: i64,
+    },
     PromoBatchGenerated {
         order_public_id: String,
         batch_id: String,
@@ -85,6 +91,7 @@ impl EventData {
             Self::BalanceLow { .. } => "balance.low",
             Self::BalanceCredited { .. } => "balance.credited",
             Self::LicenseIssued { .. } => "license.issued",
+            Self::LicenseRevoked { .. } => "license.revoked",
             Self::PromoBatchGenerated { .. } => "promo_batch.generated",
             Self::PromoCodeRedeemed { .. } => "promo_code.redeemed",
             Self::PromoBatchVoided { .. } => "promo_batch.voided",
@@ -130,6 +137,17 @@ impl EventData {
                 "productSlug": product_slug,
                 "login": login,
                 "remainingBalance": remaining_balance,
+            }),
+            Self::LicenseRevoked {
+                license_id,
+                product_slug,
+                login,
+                revoked_utc,
+            } => json!({
+                "licenseId": license_id,
+                "productSlug": product_slug,
+                "login": login,
+                "revokedUtc": revoked_utc,
             }),
             Self::PromoBatchVoided {
                 batch_id,

@@ -55,6 +55,8 @@ pub mod runtime;
 #[cfg(feature = "db")]
 pub mod store;
 #[cfg(feature = "db")]
+pub mod subscriptions;
+#[cfg(feature = "db")]
 pub mod throttle;
 #[cfg(feature = "db")]
 pub mod voids;

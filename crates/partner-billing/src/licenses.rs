@@ -1,7 +1,6 @@
 //! Direct license issue: one unit of quota for one subscription to a named login; and the
 //! licenses a login holds, issued directly or redeemed from promo codes.
 
-use sqlx::Row;
 
 use crate::domain::{IdempotencyKey, Login, PlanSlug};
 use crate::error::{Error, Result};
@@ -9,7 +8,7 @@ use crate::idempotency::{self, Fingerprint, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::store::Store;
 use crate::throttle;
-use crate::wire::{IssueLicenseRequest, License, UserLicense, UserLicenses};
+use crate::wire::{IssueLicenseRequest, License, UserLicenses};
 
 mod group;
 
@@ -79,28 +78,15 @@ pub async fn user_licenses(store: &Store, login: &Login) -> Result<UserLicenses>
         .fetch_optional(store.pool())
         .await?
         .ok_or(Error::UnknownLogin)?;
-    let rows = sqlx::query(
-        "SELECT l.license_id, p.slug, l.source, a.client_id, l.batch_id, l.created_utc, l.expires_utc \
+    let licenses = sqlx::query_as(
+        "SELECT l.license_id, p.slug AS plan_slug, l.source, a.client_id, l.batch_id, \
+         l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
          FROM licenses l JOIN plans p ON p.id = l.plan_id LEFT JOIN accounts a ON a.id = l.account_id \
          WHERE l.user_id = $1 ORDER BY l.created_utc, l.id",
     )
     .bind(user_id)
     .fetch_all(store.pool())
     .await?;
-    let licenses = rows
-        .iter()
-        .map(|row| {
-            Ok(UserLicense {
-                license_id: row.try_get("license_id")?,
-                plan_slug: row.try_get("slug")?,
-                source: row.try_get("source")?,
-                client_id: row.try_get("client_id")?,
-                batch_id: row.try_get("batch_id")?,
-                created_utc: row.try_get("created_utc")?,
-                expires_utc: row.try_get("expires_utc")?,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok(UserLicenses {
         login: login.to_string(),
         licenses,

@@ -95,7 +95,7 @@ struct LicenseRow {
 }
 
 const LICENSE_SELECT: &str = "SELECT l.id AS row_id, l.license_id, p.slug AS plan_slug, u.login, \
-     l.source, l.batch_id, l.created_utc, l.expires_utc \
+     l.source, l.batch_id, l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
      FROM licenses l JOIN users u ON u.id = l.user_id JOIN plans p ON p.id = l.plan_id";
 
 /// The account's licenses (those it issued and those redeemed from its codes), newest first.

@@ -16,9 +16,10 @@ use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::operators::OperatorIdentity;
-use crate::plans::{find_user, license_expiry};
+use crate::plans::find_user;
 use crate::promo::normalize_code;
 use crate::store::Store;
+use crate::subscriptions;
 use crate::throttle;
 use crate::wire::{RedeemPromoCodeRequest, RedeemedLicense};
 
@@ -260,10 +261,13 @@ async fn grant_license(
         return Err(Error::CodeExhausted);
     }
     let license_id = Uuid::new_v4().to_string();
-    let expires_utc = license_expiry(code.duration_days, now);
+    // A perpetual plan the login holds already: refused, and the rollback gives the code its
+    // redemption back. Else the license starts where the login's latest one of the plan ends.
+    let head = subscriptions::lock_head(tx, user_id.get(), code.plan_id.get(), now).await?;
+    let period = subscriptions::next_period(head, code.duration_days, now)?;
     sqlx::query(
-        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, batch_id, created_utc, expires_utc) \
-         VALUES ($1, $2, $3, $4, 'promo', $5, $6, $7)",
+        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, batch_id, created_utc, starts_utc, expires_utc) \
+         VALUES ($1, $2, $3, $4, 'promo', $5, $6, $7, $8)",
     )
     .bind(license_id.as_str())
     .bind(user_id)
@@ -271,9 +275,11 @@ async fn grant_license(
     .bind(code.account_id)
     .bind(code.batch_id.as_str())
     .bind(now)
-    .bind(expires_utc)
+    .bind(period.starts_utc)
+    .bind(period.expires_utc)
     .execute(&mut **tx)
     .await?;
+    subscriptions::extend_head(tx, user_id.get(), code.plan_id.get(), &period).await?;
     sqlx::query(
         "INSERT INTO promo_redemptions (code_hash, user_id, license_id, actor, created_utc) \
          VALUES ($1, $2, $3, $4, $5)",
@@ -313,7 +319,9 @@ async fn grant_license(
         client_id: code.client_id,
         batch_id: code.batch_id,
         created_utc: now,
-        expires_utc,
+        starts_utc: period.starts_utc,
+        expires_utc: period.expires_utc,
+        revoked_utc: None,
     })
 }
 

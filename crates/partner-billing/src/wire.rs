@@ -30,6 +30,7 @@ mod problem;
 mod product;
 mod reads;
 mod roll;
+mod subscriptions;
 mod webhooks;
 
 pub use audit::{AuditEntry, AuditEntryList};
@@ -44,6 +45,7 @@ pub use reads::{
     VoidPromoCodesResult,
 };
 pub use roll::RollApiKeyRequest;
+pub use subscriptions::{Entitlement, Entitlements};
 
 pub use product::{
     EndUser, RedeemPromoCodeRequest, RedeemedLicense, RegisterUserRequest, UserLicense,
@@ -105,8 +107,13 @@ pub struct License {
     pub remaining_balance: i64,
     /// When it was issued (Unix seconds, UTC).
     pub created_utc: i64,
-    /// When it ends (Unix seconds, UTC); null when the plan has no subscription length.
+    /// When its period begins (Unix seconds, UTC): the issue time, or the end of the login's
+    /// latest unexpired license of the plan when it renews one early.
+    pub starts_utc: i64,
+    /// When its period ends (Unix seconds, UTC); null when the plan has no subscription length.
     pub expires_utc: Option<i64>,
+    /// When it was revoked (Unix seconds, UTC); null unless revoked. It grants nothing from then on.
+    pub revoked_utc: Option<i64>,
 }
 
 /// `POST /v1/billing/partner/promo-batches`: buy a batch of promo codes, one unit each.

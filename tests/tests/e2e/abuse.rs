@@ -135,7 +135,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 async fn sign_in_storm_stays_bounded_and_api_keys_are_served(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", 5).await;
     // The real server binary, so that its memory is its own.
     let replicas = app.process_replicas(1);
@@ -221,7 +221,7 @@ async fn code_of(response: Response) -> (u16, String) {
 async fn a_zero_balance_answers_402_for_registered_and_unknown_logins(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     // Never credited, then credited and spent: both zero.
     for round in 0..2 {
@@ -252,7 +252,7 @@ async fn a_zero_balance_answers_402_for_registered_and_unknown_logins(db: Db) {
 async fn unknown_logins_are_limited(app: TestApp) {
     let r = app.reseller().await;
     let other = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 5).await;
     app.credit(&other, "pro", 5).await;
@@ -401,7 +401,7 @@ const NODE_FETCH_HEADERS: [(&str, &str); 5] = [
 async fn node_fetch_headers_are_not_a_browser(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 2).await;
     let mut request = app
@@ -438,7 +438,7 @@ async fn a_real_node_fetch_is_served(db: Db) {
     }
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 2).await;
     let script = r#"
@@ -478,7 +478,7 @@ async fn one_account_cannot_hold_every_promo_slot(db: Db) {
     let app = TestApp::spawn(&db).await;
     let busy = app.reseller().await;
     let other = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&busy, "pro", 8000).await;
     app.credit(&other, "pro", 1).await;
     let busy_account = app

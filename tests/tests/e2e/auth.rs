@@ -132,7 +132,7 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
         );
     }
     // The same for a write: nothing charged.
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&a, "pro", 3).await;
     let response = app
@@ -260,7 +260,7 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
 async fn both_credential_forms_authenticate(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", 2).await;
     let via_headers = app.partner(Method::GET, BALANCES, &r).send().await.unwrap();
     assert_eq!(via_headers.status(), 200);

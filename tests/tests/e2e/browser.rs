@@ -12,7 +12,7 @@ both_databases!(
 async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 3).await;
     for (i, (name, value)) in [

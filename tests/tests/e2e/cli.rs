@@ -185,6 +185,20 @@ async fn readme_walkthrough(db: Db) {
     let text = cli.run(&["balance"], None);
     assert!(String::from_utf8_lossy(&text.stdout).contains("pro"));
 
+    // Issued to the wrong login: revoked, idempotently; no unit comes back.
+    let id = license["licenseId"].as_str().expect("license id");
+    let revoked = cli.json(&["--json", "license", "revoke", "--license-id", id], None);
+    assert_eq!(revoked["licenseId"], license["licenseId"]);
+    assert!(revoked["revokedUtc"].as_i64().is_some(), "{revoked}");
+    let again = cli.json(&["--json", "license", "revoke", "--license-id", id], None);
+    assert_eq!(again, revoked);
+    let unknown = cli.run(&["license", "revoke", "--license-id", "nope"], None);
+    assert!(!unknown.status.success());
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(stderr.contains("License.NotFound"), "{stderr}");
+    let balance = cli.json(&["--json", "balance"], None);
+    assert_eq!(balance["balances"][0]["remainingBalance"], 9, "{balance}");
+
     // Promo codes into a private CSV file; an existing file is never overwritten.
     let out = dir.path.join("codes.csv");
     let out_arg = out.to_str().expect("utf-8 path");

@@ -34,7 +34,7 @@ async fn fifty_requests_with_one_key_charge_once_without_group_commit(db: Db) {
 
 async fn fifty_requests_with_one_key_charge_once_on(app: TestApp) {
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 10).await;
     let body = json!({"planSlug":"pro","login":"alice","idempotencyKey":"storm-key-1"});
@@ -102,7 +102,7 @@ async fn forty_distinct_keys_against_five_units_without_group_commit(db: Db) {
 
 async fn forty_distinct_keys_against_five_units_on(app: TestApp) {
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 5).await;
     let requests = (0..40).map(|i| {
@@ -149,7 +149,7 @@ async fn sustained_concurrent_writers_never_fail_without_group_commit(db: Db) {
 
 async fn sustained_concurrent_writers_never_fail_on(app: TestApp) {
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 100_000).await;
     let clients: Vec<_> = (0..16)
@@ -192,8 +192,8 @@ async fn sustained_concurrent_writers_never_fail_on(app: TestApp) {
 async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
-    app.plan("small").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("small", Some(30)).await;
     app.user("alice").await;
     app.user("bob").await;
     app.credit(&r, "pro", 10).await;
@@ -334,7 +334,7 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
 async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
     let app = TestApp::spawn(&db).await;
     let (r1, r2) = (app.reseller().await, app.reseller().await);
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("carol").await;
     app.credit(&r1, "pro", 3).await;
     app.credit(&r2, "pro", 5).await;
@@ -412,7 +412,7 @@ async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
 async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 20).await;
     let bodies: Vec<Value> = (0..6)

@@ -54,7 +54,7 @@ async fn dump(app: &TestApp) -> String {
 async fn no_secret_in_database_or_log(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 5).await;
     let mut panel = PanelClient::new(&app.base_url).unwrap();
@@ -120,7 +120,7 @@ fn assert_clean(what: &str, text: &str, canaries: &[String]) {
 async fn canaries_never_leak(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", 50).await;
     let mut panel = PanelClient::new(&app.base_url).unwrap();

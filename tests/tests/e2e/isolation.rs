@@ -73,8 +73,8 @@ async fn every_endpoint_with_another_accounts_credentials(db: Db) {
     let app = TestApp::spawn(&db).await;
     let a = app.reseller().await;
     let b = app.reseller().await;
-    app.plan("pro").await;
-    app.plan("only-a").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("only-a", Some(30)).await;
     app.user("alice").await;
     app.credit(&a, "pro", 10).await;
     app.credit(&a, "only-a", 5).await;
@@ -291,8 +291,8 @@ async fn idempotency_keys_and_batches_are_per_account(db: Db) {
     let app = TestApp::spawn(&db).await;
     let a = app.reseller().await;
     let b = app.reseller().await;
-    app.plan("pro").await;
-    app.plan("only-a").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("only-a", Some(30)).await;
     app.user("alice").await;
     app.user("bob").await;
     app.credit(&a, "pro", 10).await;

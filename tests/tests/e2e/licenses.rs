@@ -58,7 +58,9 @@ async fn issue_replay_and_reuse(db: Db) {
             "licenseId",
             "login",
             "planSlug",
-            "remainingBalance"
+            "remainingBalance",
+            "revokedUtc",
+            "startsUtc"
         ]
     );
     assert!(uuid::Uuid::parse_str(license["licenseId"].as_str().unwrap()).is_ok());

@@ -33,6 +33,8 @@ mod redemption_limits;
 mod replicas;
 mod slow_clients;
 mod startup;
+mod subscription_races;
+mod subscriptions;
 mod tls;
 mod voids;
 mod webhook_reliability;

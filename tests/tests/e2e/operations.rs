@@ -62,7 +62,7 @@ fn promtool_accepts(scrape: &str) {
 
 async fn metrics_count_requests_by_template_and_units_charged(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice@example.com").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 20).await;
@@ -201,7 +201,7 @@ async fn metrics_count_requests_by_template_and_units_charged(db: Db) {
 
 async fn request_ids_are_echoed_logged_and_in_problems(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     let r = app.reseller().await;
 
     // A caller's id is kept, on a success and in a problem body.
@@ -270,7 +270,7 @@ async fn request_ids_are_echoed_logged_and_in_problems(db: Db) {
 
 async fn sigterm_lets_a_batch_in_flight_finish(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 1000).await;
     let dir = TempDir::new();

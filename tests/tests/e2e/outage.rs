@@ -74,7 +74,7 @@ async fn service_survives_a_database_outage() {
     };
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.credit(&r, "pro", CREDIT).await;
 

@@ -179,7 +179,7 @@ async fn sign_in_failures_all_read_the_same(db: Db) {
 async fn key_life_cycle_with_the_secret_shown_once(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", 7).await;
     // No cookie: to the sign-in page. A JSON-API bearer token or an API key opens nothing.
     let token = app.session(&r.client_id, &r.password).await;

@@ -174,7 +174,7 @@ async fn sign_in(browser: &Browser, app: &TestApp, client_id: &str, password: &s
 async fn panel_in_a_real_browser(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", 5).await;
     let browser = Browser::start().await;
 
@@ -277,7 +277,7 @@ async fn panel_screenshots() {
     let app = TestApp::spawn(&Db::Sqlite).await;
     let r = app.reseller().await;
     app.plan_with_days("pro", Some(365)).await;
-    app.plan("starter").await;
+    app.plan_with_days("starter", Some(30)).await;
     app.user("alice@example.com").await;
     app.credit(&r, "pro", 120).await;
     app.credit(&r, "starter", 40).await;

@@ -14,13 +14,20 @@ use super::panel::{assert_security_headers, between, browserless, csrf, get, pos
 both_databases!(every_signed_in_route_redirects_without_a_session_and_refuses_forged_forms);
 
 /// A route's path under `/panel` with its parameters filled in.
-fn concrete(path: &str, api_key_id: &str, endpoint_id: &str, batch_id: &str) -> String {
+fn concrete(
+    path: &str,
+    api_key_id: &str,
+    endpoint_id: &str,
+    batch_id: &str,
+    license_id: &str,
+) -> String {
     let segments: Vec<&str> = path
         .split('/')
         .map(|segment| match segment {
             ":api_key_id" => api_key_id,
             ":webhook_endpoint_id" => endpoint_id,
             ":batch_id" => batch_id,
+            ":license_id" => license_id,
             ":file" => "panel.css",
             s if s.starts_with(':') => panic!("give this test a value for {s} ({path})"),
             s => s,
@@ -38,8 +45,18 @@ async fn count(app: &TestApp, sql: &str) -> i64 {
 async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_forms(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", 7).await;
+    app.user("alice").await;
+    let license = partner_billing_client::PartnerClient::new(
+        &app.base_url,
+        partner_billing_client::Credentials::new(&r.client_id, &r.secret),
+    )
+    .unwrap()
+    .issue_license("pro", "alice", None)
+    .await
+    .unwrap()
+    .value;
     let cookie = sign_in(&app, &r.client_id, &r.password).await;
     let token = csrf(&get(&app, "/panel/webhooks", &cookie).await);
     let receiver = Receiver::start().await;
@@ -59,7 +76,8 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         .unwrap()
         .to_owned();
     // A form every POST would act on were it let through: a key named, rolled at once or
-    // revoked, the password changed, an alert set, an endpoint added, tested or deleted.
+    // revoked, the password changed, an alert set, an endpoint added, tested or deleted, a
+    // license revoked.
     let new_password = "a forged new password";
     let fields = |csrf: &str| -> Vec<(String, String)> {
         [
@@ -71,6 +89,7 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
             ("alert:pro", "5"),
             ("url", receiver.url.as_str()),
             ("event_types", "webhook.test"),
+            ("confirm", "yes"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -86,7 +105,13 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         .count();
     assert!(signed_in >= 17, "only {signed_in} signed-in routes");
     for route in &routes {
-        let path = concrete(route.path, &r.api_key_id, &endpoint_id, &batch_id);
+        let path = concrete(
+            route.path,
+            &r.api_key_id,
+            &endpoint_id,
+            &batch_id,
+            &license.license_id,
+        );
         let what = format!("{} {path}", route.method);
         let send = |cookie: &str, site: &str, form: Vec<(String, String)>| {
             let request = browserless()
@@ -181,6 +206,15 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         .await,
         0,
         "no batch voided"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT COUNT(*) FROM licenses WHERE revoked_utc IS NOT NULL"
+        )
+        .await,
+        0,
+        "no license revoked"
     );
     assert_eq!(
         count(

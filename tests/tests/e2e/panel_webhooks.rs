@@ -232,8 +232,8 @@ async fn webhook_form_errors_keep_the_inputs_and_change_nothing(db: Db) {
 async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
-    app.plan("pro").await;
-    app.plan("basic").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("basic", Some(30)).await;
     app.credit(&r, "pro", 20).await;
     app.credit(&r, "basic", 3).await;
     let cookie = sign_in(&app, &r.client_id, &r.password).await;

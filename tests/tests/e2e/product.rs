@@ -371,7 +371,9 @@ async fn listing_shows_direct_and_redeemed_licenses(db: Db) {
             "expiresUtc",
             "licenseId",
             "planSlug",
-            "source"
+            "revokedUtc",
+            "source",
+            "startsUtc"
         ]
     );
     assert!(raw["licenses"][0]["batchId"].is_null());

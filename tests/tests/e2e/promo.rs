@@ -60,7 +60,7 @@ async fn ledger_kinds(app: &TestApp, r: &Reseller) -> Vec<String> {
 
 async fn setup(app: &TestApp, units: i64) -> Reseller {
     let r = app.reseller().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", units).await;
     r
 }

@@ -49,7 +49,9 @@ async fn redemption_and_identical_replay(db: Db) {
             "licenseId",
             "login",
             "planSlug",
-            "source"
+            "revokedUtc",
+            "source",
+            "startsUtc"
         ]
     );
     assert!(uuid::Uuid::parse_str(license["licenseId"].as_str().unwrap()).is_ok());

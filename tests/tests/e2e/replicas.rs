@@ -84,8 +84,8 @@ fn one_outcome(answers: &[(u16, bool, Value)]) -> Value {
 async fn storms_across_replicas_charge_once(db: Db) {
     let first = TestApp::spawn(&db).await;
     let r = first.reseller().await;
-    first.plan("pro").await;
-    first.plan("small").await;
+    first.plan_with_days("pro", Some(30)).await;
+    first.plan_with_days("small", Some(30)).await;
     first.user("alice").await;
     first.credit(&r, "pro", 100).await;
     first.credit(&r, "small", 7).await;

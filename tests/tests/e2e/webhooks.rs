@@ -308,7 +308,7 @@ async fn non_public_and_malformed_urls_are_refused(db: Db) {
 
 async fn a_license_event_is_signed_in_the_standard_webhooks_format(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 10).await;
@@ -402,8 +402,8 @@ async fn a_license_event_is_signed_in_the_standard_webhooks_format(db: Db) {
 
 async fn refused_requests_and_unsubscribed_types_send_nothing(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
-    app.plan("empty").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("empty", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 10).await;
@@ -441,7 +441,7 @@ async fn refused_requests_and_unsubscribed_types_send_nothing(db: Db) {
 
 async fn every_write_path_sends_its_event(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     app.user("bob").await;
     let r = app.reseller().await;
@@ -543,7 +543,7 @@ async fn every_write_path_sends_its_event(db: Db) {
 
 async fn balance_low_fires_once_per_crossing(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 5).await;
@@ -647,7 +647,7 @@ async fn failures_are_retried_on_the_schedule_then_marked_failed(db: Db) {
 
 async fn a_receiver_that_recovers_gets_every_event(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 100).await;
@@ -749,7 +749,7 @@ async fn gone_disables_the_endpoint_and_redirects_are_not_followed(db: Db) {
 async fn two_replicas_deliver_each_event_once(db: Db) {
     let app = TestApp::spawn(&db).await;
     let replica = app.replica().await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 100).await;

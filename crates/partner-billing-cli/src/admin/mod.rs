@@ -1,12 +1,13 @@
 //! `partner-billing admin …`: operator commands, straight on the database through the core
 //! library. The command syntax is a stable contract (docs/design.md).
 //!
-//! One file per noun of the command line (`plan`, `user`, `reseller`, `quota`, `key`,
+//! One file per noun of the command line (`plan`, `user`, `license`, `reseller`, `quota`, `key`,
 //! `operator-token`, `promo`, `audit`), each with its subcommand enum and its handler; this one
 //! holds the shared flags, opens the database and dispatches.
 
 mod audit;
 mod keys;
+mod licenses;
 mod operator_tokens;
 mod plans;
 mod promo;
@@ -67,6 +68,9 @@ pub enum AdminCommand {
     /// End-user logins.
     #[command(subcommand)]
     User(users::UserCommand),
+    /// Licenses: revocation.
+    #[command(subcommand)]
+    License(licenses::LicenseCommand),
     /// Reseller accounts.
     #[command(subcommand)]
     Reseller(resellers::ResellerCommand),
@@ -148,6 +152,7 @@ async fn dispatch(
     match command {
         AdminCommand::Plan(cmd) => plans::run(store, cmd, out).await?,
         AdminCommand::User(cmd) => users::run(store, cmd, out).await?,
+        AdminCommand::License(cmd) => licenses::run(store, cmd, out).await?,
         AdminCommand::Reseller(cmd) => resellers::run(store, cmd, password, out).await?,
         AdminCommand::Quota(cmd) => quota::run(store, cmd, out).await?,
         AdminCommand::Key(cmd) => keys::run(store, cmd, out).await?,

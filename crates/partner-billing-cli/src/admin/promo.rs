@@ -95,6 +95,7 @@ pub async fn run(store: &Store, cmd: PromoCommand, out: Output) -> Result<()> {
             ("reseller", license.client_id.clone()),
             ("batchId", license.batch_id.clone()),
             ("created", utc(license.created_utc)),
+            ("starts", utc(license.starts_utc)),
             ("expires", opt_utc(license.expires_utc)),
             ("idempotencyKey", key.to_string()),
         ];

@@ -5,7 +5,7 @@ use clap::Subcommand;
 use partner_billing::audit::Origin;
 use partner_billing::domain::Login;
 use partner_billing::store::Store;
-use partner_billing::{licenses, plans};
+use partner_billing::{licenses, plans, subscriptions};
 use serde_json::json;
 
 use super::Coded;
@@ -22,6 +22,12 @@ pub enum UserCommand {
     },
     /// Lists every license of a registered login, direct and redeemed.
     Licenses {
+        /// The end user's login.
+        #[arg(long, value_name = "L", value_parser = args::login)]
+        login: Login,
+    },
+    /// What a registered login may use now and until when, one line per plan it holds.
+    Entitlements {
         /// The end user's login.
         #[arg(long, value_name = "L", value_parser = args::login)]
         login: Login,
@@ -44,7 +50,29 @@ pub async fn run(store: &Store, cmd: UserCommand, out: Output) -> Result<()> {
             )
         }
         UserCommand::Licenses { login } => user_licenses(store, &login, out).await,
+        UserCommand::Entitlements { login } => entitlements(store, &login, out).await,
     }
+}
+
+async fn entitlements(store: &Store, login: &Login, out: Output) -> Result<()> {
+    let held = subscriptions::entitlements(store, login)
+        .await
+        .map_err(|err| Coded::new(err, String::new()))?;
+    out.emit(&held, || {
+        let rows: Vec<Vec<String>> = held
+            .entitlements
+            .iter()
+            .map(|e| {
+                vec![
+                    e.plan_slug.clone(),
+                    if e.active_now { "yes" } else { "no" }.to_owned(),
+                    utc(e.active_from_utc),
+                    opt_utc(e.active_until_utc),
+                ]
+            })
+            .collect();
+        table(&["PLAN", "ACTIVE_NOW", "FROM", "UNTIL"], &rows)
+    })
 }
 
 async fn user_licenses(store: &Store, login: &Login, out: Output) -> Result<()> {
@@ -63,7 +91,9 @@ async fn user_licenses(store: &Store, login: &Login, out: Output) -> Result<()> 
                     opt(l.client_id.as_deref()),
                     opt(l.batch_id.as_deref()),
                     utc(l.created_utc),
+                    utc(l.starts_utc),
                     opt_utc(l.expires_utc),
+                    opt_utc(l.revoked_utc),
                 ]
             })
             .collect();
@@ -75,7 +105,9 @@ async fn user_licenses(store: &Store, login: &Login, out: Output) -> Result<()> 
                 "RESELLER",
                 "BATCH_ID",
                 "CREATED",
+                "STARTS",
                 "EXPIRES",
+                "REVOKED",
             ],
             &rows,
         )

@@ -1,17 +1,20 @@
 //! `GET /panel/licenses`: the licenses of the account, newest first, a keyset page at a time,
-//! filter by login.
+//! filter by login; and "Revoke", with a confirmation step.
 
 use askama::Template;
 use poem::http::StatusCode;
-use poem::web::{Data, Query};
+use poem::web::{Data, Path, Query};
 use poem::{Response, handler};
 use serde::Deserialize;
 
+use partner_billing::Error;
 use partner_billing::activity;
 use partner_billing::limits::LOGIN_MAX_CHARS;
+use partner_billing::subscriptions::{self, Revoker};
+use partner_billing::wire::LicenseRecord;
 
 use super::layout::{self, Utc};
-use super::session::SignedIn;
+use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
 
 struct LicenseRow {
@@ -19,7 +22,9 @@ struct LicenseRow {
     login: String,
     product_slug: String,
     created: Utc,
+    starts: Utc,
     expires: Option<Utc>,
+    revoked: Option<Utc>,
 }
 
 #[derive(Template)]
@@ -90,7 +95,9 @@ pub async fn page(
             login: l.login,
             product_slug: l.product_slug,
             created: Utc::new(l.created_utc),
+            starts: Utc::new(l.starts_utc),
             expires: Utc::optional(l.expires_utc),
+            revoked: Utc::optional(l.revoked_utc),
         })
         .collect();
     layout::render(
@@ -103,5 +110,85 @@ pub async fn page(
             older: page.older,
             newer: page.newer,
         },
+    )
+}
+
+/// The license a "Revoke" button names, as the confirmation page shows it.
+struct RevokeTarget {
+    license_id: String,
+    login: String,
+    product_slug: String,
+    starts: Utc,
+    expires: Option<Utc>,
+}
+
+impl From<LicenseRecord> for RevokeTarget {
+    fn from(license: LicenseRecord) -> Self {
+        Self {
+            license_id: license.license_id,
+            login: license.login,
+            product_slug: license.plan_slug,
+            starts: Utc::new(license.starts_utc),
+            expires: Utc::optional(license.expires_utc),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "license_revoke.html")]
+struct ConfirmRevokePage {
+    csrf: String,
+    current: &'static str,
+    license: RevokeTarget,
+}
+
+#[derive(Deserialize)]
+pub struct RevokeForm {
+    /// `yes` from the confirmation page; absent from the list's button.
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /panel/licenses/{licenseId}/revoke`: from the list's "Revoke" button, the
+/// confirmation page (nothing changes yet); from that page's "Revoke license" (`confirm=yes`),
+/// the revocation, then back to the list.
+#[handler]
+pub async fn revoke(
+    SignedInForm { who, form }: SignedInForm<RevokeForm>,
+    state: Data<&AppState>,
+    Path(license_id): Path<String>,
+) -> Response {
+    let account_id = who.account.account_id;
+    if form.confirm != "yes" {
+        return match subscriptions::reseller_license(&state.store, account_id, &license_id).await {
+            Ok(license) if license.revoked_utc.is_some() => layout::see_other("/panel/licenses"),
+            Ok(license) => layout::render(
+                StatusCode::OK,
+                &ConfirmRevokePage {
+                    csrf: who.csrf,
+                    current: "licenses",
+                    license: license.into(),
+                },
+            ),
+            Err(Error::LicenseNotFound) => not_found(),
+            Err(err) => layout::failure(err),
+        };
+    }
+    let revoker = Revoker::Reseller {
+        account_id,
+        client_id: &who.account.client_id,
+    };
+    match subscriptions::revoke_license(&state.store, revoker, &license_id).await {
+        Ok(_) => layout::see_other("/panel/licenses"),
+        Err(Error::LicenseNotFound) => not_found(),
+        Err(err) => layout::failure(err),
+    }
+}
+
+fn not_found() -> Response {
+    layout::message_page(
+        StatusCode::NOT_FOUND,
+        "No such license",
+        "None of your licenses has this id. Nothing was changed.",
     )
 }

@@ -109,6 +109,12 @@ pub fn panel_routes() -> Vec<PanelRoute> {
             promo_batches::void,
         ),
         route(Method::GET, "/licenses", SignedIn, licenses::page),
+        route(
+            Method::POST,
+            "/licenses/:license_id/revoke",
+            SignedIn,
+            licenses::revoke,
+        ),
         route(Method::GET, "/webhooks", SignedIn, webhooks::page),
         route(Method::POST, "/webhooks", SignedIn, webhooks::create),
         route(

@@ -66,6 +66,7 @@ pub enum ErrorCode {
     ServiceUnavailable,
     InternalError,
     LicenseNotFound,
+    LicenseAlreadyActive,
     RequestNotFound,
     PromoBatchNotFound,
     CodeVoided,
@@ -73,7 +74,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for tables and round-trip tests.
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         Self::ValidationFailed,
         Self::PayloadTooLarge,
         Self::RouteNotFound,
@@ -100,6 +101,7 @@ impl ErrorCode {
         Self::ServiceUnavailable,
         Self::InternalError,
         Self::LicenseNotFound,
+        Self::LicenseAlreadyActive,
         Self::RequestNotFound,
         Self::PromoBatchNotFound,
         Self::CodeVoided,
@@ -134,6 +136,7 @@ impl ErrorCode {
             Self::ServiceUnavailable => "Service.Unavailable",
             Self::InternalError => "Internal.Error",
             Self::LicenseNotFound => "License.NotFound",
+            Self::LicenseAlreadyActive => "License.AlreadyActive",
             Self::RequestNotFound => "Reseller.RequestNotFound",
             Self::PromoBatchNotFound => "Reseller.PromoBatchNotFound",
             Self::CodeVoided => "Promo.CodeVoided",
@@ -159,7 +162,8 @@ impl ErrorCode {
             | Self::ApiKeyLimitReached
             | Self::WebhookEndpointLimitReached
             | Self::CodeExhausted
-            | Self::AlreadyRedeemed => 409,
+            | Self::AlreadyRedeemed
+            | Self::LicenseAlreadyActive => 409,
             Self::ApiKeyNotFound
             | Self::WebhookEndpointNotFound
             | Self::CodeNotFound
@@ -202,6 +206,7 @@ impl ErrorCode {
             Self::ServiceUnavailable => "Service unavailable",
             Self::InternalError => "Internal error",
             Self::LicenseNotFound => "License not found",
+            Self::LicenseAlreadyActive => "The login already holds this perpetual plan",
             Self::RequestNotFound => "No request with this idempotency key",
             Self::PromoBatchNotFound => "Promo batch not found",
             Self::CodeVoided => "Promo code voided",
@@ -273,7 +278,12 @@ impl ErrorCode {
                 "An unexpected error; the outcome is unknown: retry with the same idempotency key."
             }
             Self::LicenseNotFound => {
-                "No license of this account has this id (unknown, malformed or another account's)."
+                "No license of this account has this id (unknown, malformed or another \
+                 reseller's)."
+            }
+            Self::LicenseAlreadyActive => {
+                "The login already holds an unrevoked license of this perpetual plan; nothing \
+                 was charged or redeemed, and nothing was stored under the idempotency key."
             }
             Self::RequestNotFound => {
                 "This account has no record of a request with this idempotency key: it never \

@@ -81,8 +81,13 @@ pub struct RedeemedLicense {
     pub batch_id: String,
     /// When it was granted (Unix seconds, UTC).
     pub created_utc: i64,
-    /// When it ends (Unix seconds, UTC); null when the plan has no subscription length.
+    /// When its period begins (Unix seconds, UTC): the grant time, or the end of the login's
+    /// latest unexpired license of the plan when it renews one early.
+    pub starts_utc: i64,
+    /// When its period ends (Unix seconds, UTC); null when the plan has no subscription length.
     pub expires_utc: Option<i64>,
+    /// When it was revoked (Unix seconds, UTC); null unless revoked. It grants nothing from then on.
+    pub revoked_utc: Option<i64>,
 }
 
 /// One license of an end user, issued directly or redeemed from a promo code.
@@ -90,6 +95,7 @@ pub struct RedeemedLicense {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(Object))]
 #[cfg_attr(feature = "openapi", oai(rename_all = "camelCase"))]
+#[cfg_attr(feature = "db", derive(sqlx::FromRow))]
 pub struct UserLicense {
     /// Identifies the license (uuid).
     pub license_id: String,
@@ -103,8 +109,13 @@ pub struct UserLicense {
     pub batch_id: Option<String>,
     /// When it was granted (Unix seconds, UTC).
     pub created_utc: i64,
-    /// When it ends (Unix seconds, UTC); null when the plan has no subscription length.
+    /// When its period begins (Unix seconds, UTC): the grant time, or the end of the login's
+    /// latest unexpired license of the plan when it renews one early.
+    pub starts_utc: i64,
+    /// When its period ends (Unix seconds, UTC); null when the plan has no subscription length.
     pub expires_utc: Option<i64>,
+    /// When it was revoked (Unix seconds, UTC); null unless revoked. It grants nothing from then on.
+    pub revoked_utc: Option<i64>,
 }
 
 /// `GET /v1/billing/product/users/{login}/licenses`.

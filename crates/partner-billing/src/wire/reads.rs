@@ -25,8 +25,13 @@ pub struct LicenseRecord {
     pub batch_id: Option<String>,
     /// When it was granted (Unix seconds, UTC).
     pub created_utc: i64,
-    /// When it ends (Unix seconds, UTC); null when the plan has no subscription length.
+    /// When its period begins (Unix seconds, UTC): the grant time, or the end of the login's
+    /// latest unexpired license of the plan when it renews one early.
+    pub starts_utc: i64,
+    /// When its period ends (Unix seconds, UTC); null when the plan has no subscription length.
     pub expires_utc: Option<i64>,
+    /// When it was revoked (Unix seconds, UTC); null unless revoked.
+    pub revoked_utc: Option<i64>,
 }
 
 /// `GET /v1/billing/partner/licenses`: one page, newest first.

@@ -6,10 +6,11 @@ use serde::{Deserialize, Serialize};
 use poem_openapi::Object;
 
 /// Every event type an endpoint can subscribe to.
-pub const WEBHOOK_EVENT_TYPES: [&str; 12] = [
+pub const WEBHOOK_EVENT_TYPES: [&str; 13] = [
     "balance.low",
     "balance.credited",
     "license.issued",
+    "license.revoked",
     "promo_batch.generated",
     "promo_code.redeemed",
     "promo_batch.voided",

@@ -258,8 +258,8 @@ impl Inner {
         // licenses.rs `issue_license`.
         let expires_utc = duration_days.map(|days| now + days * SECONDS_PER_DAY);
         sqlx::query(
-            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
-             VALUES ($1, $2, $3, $4, 'direct', $5, $6)",
+            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
+             VALUES ($1, $2, $3, $4, 'direct', $5, $5, $6)",
         )
         .bind(license_id.as_str())
         .bind(user_id)
@@ -276,7 +276,9 @@ impl Inner {
             login: login.to_owned(),
             remaining_balance: remaining,
             created_utc: now,
+            starts_utc: now,
             expires_utc,
+            revoked_utc: None,
         };
         // idempotency.rs `record`.
         let response_body = serde_json::to_string(&license).map_err(err)?;

@@ -5,7 +5,8 @@
 //! column is bound by its position.
 //!
 //! The parameters of both reads: `$1` the logins (strings), `$2` the keys (`account_id`,
-//! `key`), `$3` the balances (`account_id`, `plan_id`), `$4` the accounts (ids).
+//! `key`), `$3` the balances (`account_id`, `plan_id`), `$4` the accounts (ids), `$5` the
+//! chains (`login`, `plan`): where each login's licenses of a plan end (`subscriptions`).
 
 /// How a backend writes a group.
 #[derive(Debug, Clone, Copy)]
@@ -55,20 +56,29 @@ const SQLITE_READ: &str = "SELECT json_object('kind', 'user', 'id', id, 'login',
      UNION ALL SELECT json_object('kind', 'threshold', 'account_id', a.account_id, \
      'plan_id', a.plan_id, 'threshold', a.low_balance_threshold) FROM json_each($3) AS j \
      JOIN balance_alerts a ON a.account_id = json_extract(j.value, '$.account_id') \
-     AND a.plan_id = json_extract(j.value, '$.plan_id')";
+     AND a.plan_id = json_extract(j.value, '$.plan_id') \
+     UNION ALL SELECT json_object('kind', 'chain', 'user_id', s.user_id, 'plan_id', s.plan_id, \
+     'until_utc', s.until_utc) FROM json_each($5) AS j \
+     JOIN users u ON u.login = json_extract(j.value, '$.login') \
+     JOIN subscriptions s ON s.user_id = u.id AND s.plan_id = json_extract(j.value, '$.plan')";
 
 /// PostgreSQL's read, with or without `FOR UPDATE OF b` on the balances. It reads through
 /// `small_json_array` (migration 0009) rather than `json_array_elements`: with a small row
 /// estimate the planner probes each table's index once per element instead of hashing a scan
 /// of the whole table.
 macro_rules! postgres_read {
-    ($lock:literal) => {
+    ($lock:literal, $lock_chains:literal) => {
         concat!(
             "WITH bal AS MATERIALIZED (SELECT b.account_id, b.plan_id, b.remaining \
              FROM small_json_array($3::json) AS j JOIN balances b \
              ON b.account_id = (j->>'account_id')::bigint AND b.plan_id = (j->>'plan_id')::bigint \
              ORDER BY b.account_id, b.plan_id",
             $lock,
+            "), chain AS MATERIALIZED (SELECT s.user_id, s.plan_id, s.until_utc \
+             FROM small_json_array($5::json) AS j JOIN users u ON u.login = j->>'login' \
+             JOIN subscriptions s ON s.user_id = u.id AND s.plan_id = (j->>'plan')::bigint \
+             ORDER BY s.user_id, s.plan_id",
+            $lock_chains,
             ") SELECT json_build_object('kind', 'user', 'id', u.id, 'login', u.login)::text AS item \
              FROM small_json_array($1::json) AS l JOIN users u ON u.login = l #>> '{}' \
              UNION ALL SELECT json_build_object('kind', 'outcome', 'account_id', r.account_id, \
@@ -85,7 +95,9 @@ macro_rules! postgres_read {
              UNION ALL SELECT json_build_object('kind', 'threshold', 'account_id', a.account_id, \
              'plan_id', a.plan_id, 'threshold', a.low_balance_threshold)::text \
              FROM small_json_array($3::json) AS j JOIN balance_alerts a \
-             ON a.account_id = (j->>'account_id')::bigint AND a.plan_id = (j->>'plan_id')::bigint"
+             ON a.account_id = (j->>'account_id')::bigint AND a.plan_id = (j->>'plan_id')::bigint \
+             UNION ALL SELECT json_build_object('kind', 'chain', 'user_id', user_id, \
+             'plan_id', plan_id, 'until_utc', until_utc)::text FROM chain"
         )
     };
 }
@@ -100,7 +112,10 @@ macro_rules! postgres_read {
 /// messages. First it takes the advisory lock of every key it records ($12; already held under
 /// the locked way), so a key another replica is working on stops it. The ledger entries wait
 /// for the balance updates (and their row locks), so a balance's entries take ids in the order
-/// their writers commit.
+/// their writers commit. The chains ($13: `user_id`, `plan_id`, `existed`, `before`, `after`)
+/// move only where they still end where they were read, or are inserted only where no row has
+/// appeared since; unless $14 of them moved, another writer stacked a license on a chain the
+/// group decided on, and the statement fails whole.
 pub(crate) const POSTGRES_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and( \
      pg_try_advisory_xact_lock(hashtextextended(k, 0))), true) AS ok \
      FROM json_array_elements_text($12::json) AS k), \
@@ -108,6 +123,16 @@ pub(crate) const POSTGRES_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and(
      FROM small_json_array($1::json) AS j \
      WHERE b.account_id = (j->>'account_id')::bigint AND b.plan_id = (j->>'plan_id')::bigint \
      AND b.remaining = (j->>'before')::bigint AND (SELECT ok FROM held) RETURNING 1), \
+     chain_upd AS (UPDATE subscriptions AS s SET until_utc = (j->>'after')::bigint \
+     FROM small_json_array($13::json) AS j WHERE (j->>'existed')::boolean \
+     AND s.user_id = (j->>'user_id')::bigint AND s.plan_id = (j->>'plan_id')::bigint \
+     AND s.until_utc IS NOT DISTINCT FROM (j->>'before')::bigint \
+     AND (SELECT count(*) FROM upd) = $7 RETURNING 1), \
+     chain_ins AS (INSERT INTO subscriptions (user_id, plan_id, until_utc) \
+     SELECT (j->>'user_id')::bigint, (j->>'plan_id')::bigint, (j->>'after')::bigint \
+     FROM json_array_elements($13::json) AS j WHERE NOT (j->>'existed')::boolean \
+     AND (SELECT count(*) FROM upd) = $7 \
+     ON CONFLICT (user_id, plan_id) DO NOTHING RETURNING 1), \
      led AS (INSERT INTO ledger_entries \
      (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
      SELECT (j->>'account_id')::bigint, (j->>'plan_id')::bigint, 'license', (j->>'delta')::bigint, \
@@ -115,9 +140,10 @@ pub(crate) const POSTGRES_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and(
      FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
      WHERE (SELECT count(*) FROM upd) = $7 ORDER BY t.n RETURNING 1), \
      lic AS (INSERT INTO licenses \
-     (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+     (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
      SELECT j->>'license_id', (j->>'user_id')::bigint, (j->>'plan_id')::bigint, \
-     (j->>'account_id')::bigint, 'direct', $6, (j->>'expires_utc')::bigint \
+     (j->>'account_id')::bigint, 'direct', $6, (j->>'starts_utc')::bigint, \
+     (j->>'expires_utc')::bigint \
      FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
      rec AS (INSERT INTO idempotency_records \
      (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
@@ -136,7 +162,8 @@ pub(crate) const POSTGRES_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and(
      ORDER BY ev.id, e.n RETURNING 1) \
      SELECT group_rows_written((SELECT count(*) FROM upd) = $7 \
      AND (SELECT count(*) FROM led) = $8 AND (SELECT count(*) FROM lic) = $9 \
-     AND (SELECT count(*) FROM rec) = $10 AND (SELECT count(*) FROM msg) = $11)";
+     AND (SELECT count(*) FROM rec) = $10 AND (SELECT count(*) FROM msg) = $11 \
+     AND (SELECT count(*) FROM chain_upd) + (SELECT count(*) FROM chain_ins) = $14)";
 
 /// SQLite's group writes, a statement per table, each over a JSON array of named objects in
 /// the array's order.
@@ -155,6 +182,8 @@ pub(crate) struct PerTable {
     pub messages: &'static str,
     /// Idempotency records ($1, as PostgreSQL's $4), status 200, at $2.
     pub records: &'static str,
+    /// Where each chain ends now ($1, as PostgreSQL's $13); nothing moved since the read.
+    pub chains: &'static str,
 }
 
 static SQLITE_PER_TABLE: PerTable = PerTable {
@@ -171,10 +200,11 @@ static SQLITE_PER_TABLE: PerTable = PerTable {
          json_extract(value, '$.actor'), NULL, json_extract(value, '$.reference'), $3 \
          FROM json_each($1) ORDER BY key",
     licenses: "INSERT INTO licenses \
-         (license_id, user_id, plan_id, account_id, source, created_utc, expires_utc) \
+         (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
          SELECT json_extract(value, '$.license_id'), json_extract(value, '$.user_id'), \
          json_extract(value, '$.plan_id'), json_extract(value, '$.account_id'), 'direct', $2, \
-         json_extract(value, '$.expires_utc') FROM json_each($1) ORDER BY key",
+         json_extract(value, '$.starts_utc'), json_extract(value, '$.expires_utc') \
+         FROM json_each($1) ORDER BY key",
     events: "INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
          SELECT json_extract(value, '$.event_id'), json_extract(value, '$.account_id'), \
          json_extract(value, '$.event_type'), json_extract(value, '$.body'), $2 \
@@ -188,6 +218,10 @@ static SQLITE_PER_TABLE: PerTable = PerTable {
          SELECT json_extract(value, '$.account_id'), json_extract(value, '$.key'), \
          json_extract(value, '$.operation'), json_extract(value, '$.fingerprint'), 200, \
          json_extract(value, '$.response_body'), $2 FROM json_each($1) ORDER BY key",
+    chains: "INSERT INTO subscriptions (user_id, plan_id, until_utc) \
+         SELECT json_extract(value, '$.user_id'), json_extract(value, '$.plan_id'), \
+         json_extract(value, '$.after') FROM json_each($1) WHERE true \
+         ON CONFLICT (user_id, plan_id) DO UPDATE SET until_utc = excluded.until_utc",
 };
 
 pub(crate) static SQLITE: GroupStatements = GroupStatements {
@@ -198,10 +232,11 @@ pub(crate) static SQLITE: GroupStatements = GroupStatements {
 
 pub(crate) static POSTGRES: GroupStatements = GroupStatements {
     first_try: Some(FirstTry {
-        read: postgres_read!(""),
+        read: postgres_read!("", ""),
         write: POSTGRES_WRITE,
     }),
-    read_locked: postgres_read!(" FOR UPDATE OF b"),
+    // Balances first, then chains: the order every license write locks them in.
+    read_locked: postgres_read!(" FOR UPDATE OF b", " FOR UPDATE OF s"),
     write: GroupWrite::OneStatement(POSTGRES_WRITE),
 };
 

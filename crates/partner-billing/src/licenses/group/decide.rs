@@ -9,8 +9,9 @@ use super::statements::{GroupRead, Writes};
 use super::{Pending, Step};
 use crate::error::{Error, Result};
 use crate::idempotency::{Fingerprint, KeyBatch, Keyed, KeyedRequest, Scope};
-use crate::plans::{PlanRow, license_expiry};
+use crate::plans::PlanRow;
 use crate::store::{FaultPoint, Store};
+use crate::subscriptions::{Head, next_period};
 use crate::wire::License;
 
 /// One license the group charges, with what its writes need.
@@ -89,6 +90,13 @@ pub(super) fn decide(
 ) -> Result<Decided> {
     let now = store.now_utc();
     let mut remaining = read.balances.clone();
+    // Where each chain ends, moved on by each license decided: the second request of a group
+    // for a login and plan stacks on the first.
+    let mut heads: HashMap<(i64, i64), Head> = read
+        .heads
+        .iter()
+        .map(|(&chain, &until)| (chain, Head::from_row(Some(until))))
+        .collect();
     let mut steps = Vec::with_capacity(batch.len());
     let mut keys_seen = HashSet::with_capacity(batch.len());
     let mut charges = Vec::new();
@@ -127,6 +135,18 @@ pub(super) fn decide(
             steps.push(Some(Err(Error::UnknownLogin)));
             continue;
         };
+        // A perpetual plan held already is refused before the charge; else the license starts
+        // where the login's chain of the plan ends.
+        let chain = (user_id, plan.id.get());
+        let head = heads.get(&chain).copied().unwrap_or(Head::None);
+        let period = match next_period(head, plan.duration_days, now) {
+            Ok(period) => period,
+            Err(err) => {
+                steps.push(Some(Err(err)));
+                continue;
+            }
+        };
+        heads.insert(chain, period.head());
         remaining.insert(row, balance - 1);
         let license = License {
             license_id: Uuid::new_v4().to_string(),
@@ -134,7 +154,9 @@ pub(super) fn decide(
             login: pending.request.login.to_string(),
             remaining_balance: balance - 1,
             created_utc: now,
-            expires_utc: license_expiry(plan.duration_days, now),
+            starts_utc: period.starts_utc,
+            expires_utc: period.expires_utc,
+            revoked_utc: None,
         };
         // Filled in from `charges` once their writes have run.
         steps.push(None);

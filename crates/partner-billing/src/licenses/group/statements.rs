@@ -30,6 +30,9 @@ pub(super) struct GroupRead {
     pub(super) endpoints: Vec<(i64, i64, String)>,
     /// Low-balance thresholds by (account, plan).
     pub(super) thresholds: HashMap<(i64, i64), i64>,
+    /// Where each (user, plan) chain of the group ends: `until_utc` of its `subscriptions`
+    /// row (NULL: a perpetual license held); a pair without a row is absent.
+    pub(super) heads: HashMap<(i64, i64), Option<i64>>,
 }
 
 /// One row of the group read: a JSON object tagged by `kind`, members named after columns.
@@ -62,6 +65,18 @@ enum ReadRow {
         plan_id: i64,
         threshold: i64,
     },
+    Chain {
+        user_id: i64,
+        plan_id: i64,
+        until_utc: Option<i64>,
+    },
+}
+
+/// A (login, plan) chain the group reads the end of.
+#[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+struct ChainParam<'a> {
+    login: &'a str,
+    plan: i64,
 }
 
 /// The read's one column.
@@ -112,11 +127,21 @@ pub(super) async fn read_group(
         })
         .collect();
     let accounts: BTreeSet<i64> = batch.iter().map(|p| p.account.account_id).collect();
+    let chains: BTreeSet<ChainParam<'_>> = batch
+        .iter()
+        .filter_map(|p| {
+            Some(ChainParam {
+                login: p.request.login.as_str(),
+                plan: p.plan?.id.get(),
+            })
+        })
+        .collect();
     let found: Vec<ReadItem> = sqlx::query_as(sql)
         .bind(json_param(&logins)?)
         .bind(json_param(&keys)?)
         .bind(json_param(&balances)?)
         .bind(json_param(&accounts)?)
+        .bind(json_param(&chains)?)
         .fetch_all(&mut *conn)
         .await?;
     let mut read = GroupRead::default();
@@ -162,6 +187,13 @@ pub(super) async fn read_group(
             } => {
                 read.thresholds.insert((account_id, plan_id), threshold);
             }
+            ReadRow::Chain {
+                user_id,
+                plan_id,
+                until_utc,
+            } => {
+                read.heads.insert((user_id, plan_id), until_utc);
+            }
         }
     }
     Ok(read)
@@ -174,7 +206,48 @@ struct LicenseRow<'a> {
     user_id: i64,
     plan_id: i64,
     account_id: i64,
+    starts_utc: i64,
     expires_utc: Option<i64>,
+}
+
+/// A chain row the group moves: where it ended when read (`existed` false: no row yet), and
+/// where it ends after the group's licenses.
+#[derive(Debug, Serialize)]
+struct ChainWrite {
+    user_id: i64,
+    plan_id: i64,
+    existed: bool,
+    before: Option<i64>,
+    after: Option<i64>,
+}
+
+impl ChainWrite {
+    /// One per (user, plan) the charges stack on, in charge order: the last one's end wins.
+    fn for_charges(read: &GroupRead, charges: &[Charge]) -> Vec<Self> {
+        let mut chains: Vec<Self> = Vec::new();
+        for charge in charges {
+            let plan_id = charge.plan.id.get();
+            let after = charge.license.expires_utc;
+            match chains
+                .iter_mut()
+                .find(|c| c.user_id == charge.user_id && c.plan_id == plan_id)
+            {
+                Some(chain) => chain.after = after,
+                None => {
+                    let read_end = read.heads.get(&(charge.user_id, plan_id));
+                    chains.push(Self {
+                        user_id: charge.user_id,
+                        plan_id,
+                        existed: read_end.is_some(),
+                        before: read_end.copied().flatten(),
+                        after,
+                    });
+                }
+            }
+        }
+        chains.sort_by_key(|c| (c.user_id, c.plan_id));
+        chains
+    }
 }
 
 /// An event the group writes, with the endpoints it is queued for.
@@ -211,6 +284,8 @@ pub(super) struct Writes<'a> {
     events: Vec<GroupEvent>,
     /// The advisory lock names of the recorded keys.
     lock_names: Vec<String>,
+    /// Where each chain the group stacked on ends now.
+    chains: Vec<ChainWrite>,
     now: i64,
 }
 
@@ -257,6 +332,7 @@ impl<'a> Writes<'a> {
                 user_id: c.user_id,
                 plan_id: c.plan.id.get(),
                 account_id: batch[c.index].account.account_id,
+                starts_utc: c.license.starts_utc,
                 expires_utc: c.license.expires_utc,
             })
             .collect();
@@ -273,6 +349,7 @@ impl<'a> Writes<'a> {
             records,
             events,
             lock_names,
+            chains: ChainWrite::for_charges(read, charges),
             now,
         })
     }
@@ -304,6 +381,10 @@ impl<'a> Writes<'a> {
         sqlx::query(sql.licenses)
             .bind(json_param(&self.licenses)?)
             .bind(self.now)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(sql.chains)
+            .bind(json_param(&self.chains)?)
             .execute(&mut **tx)
             .await?;
         if !self.events.is_empty() {
@@ -366,6 +447,8 @@ impl<'a> Writes<'a> {
             .bind(count(self.records.len()))
             .bind(count(messages))
             .bind(json_param(&self.lock_names)?)
+            .bind(json_param(&self.chains)?)
+            .bind(count(self.chains.len()))
             .execute(&mut *conn)
             .await;
         match written {

@@ -8,12 +8,13 @@ use sqlx::{Connection, PgConnection};
 use super::{POSTGRES, POSTGRES_WRITE};
 
 /// The tables the group reads or updates by key.
-const KEYED_TABLES: [&str; 5] = [
+const KEYED_TABLES: [&str; 6] = [
     "balances",
     "users",
     "idempotency_records",
     "balance_alerts",
     "webhook_endpoints",
+    "subscriptions",
 ];
 
 /// A few thousand rows in every keyed table, so that a whole-table scan costs what it would
@@ -26,6 +27,7 @@ const SEED: &str = "
     INSERT INTO balance_alerts (account_id, plan_id, low_balance_threshold)
         SELECT id, 1, 10 FROM accounts;
     INSERT INTO users (login, created_utc) SELECT 'user-' || g, 0 FROM generate_series(1, 3000) g;
+    INSERT INTO subscriptions (user_id, plan_id, until_utc) SELECT id, 1, 100 FROM users;
     INSERT INTO idempotency_records
         (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc)
         SELECT a.id, 'key-' || g, 'issue_license', 'f', 200, '{}', 0
@@ -81,6 +83,7 @@ async fn postgres_group_statements_probe_indexes() {
     let keys = r#"[{"account_id":1,"key":"key-1"},{"account_id":2,"key":"new"},{"account_id":3,"key":"key-3"}]"#;
     let rows = r#"[{"account_id":1,"plan_id":1},{"account_id":2,"plan_id":1},{"account_id":3,"plan_id":1}]"#;
     let accounts = "[1,2,3]";
+    let chains = r#"[{"login":"user-1","plan":1},{"login":"user-2","plan":1}]"#;
     let balances = r#"[{"account_id":1,"plan_id":1,"before":1000,"after":999},{"account_id":2,"plan_id":1,"before":1000,"after":999},{"account_id":3,"plan_id":1,"before":1000,"after":999}]"#;
     // Generic plans, as a prepared statement gets after its fifth run.
     sqlx::query("SET plan_cache_mode = force_generic_plan")
@@ -93,7 +96,7 @@ async fn postgres_group_statements_probe_indexes() {
             explain(
                 &mut conn,
                 POSTGRES.first_try.unwrap().read,
-                &[logins, keys, rows, accounts],
+                &[logins, keys, rows, accounts, chains],
             )
             .await,
         ),
@@ -102,7 +105,7 @@ async fn postgres_group_statements_probe_indexes() {
             explain(
                 &mut conn,
                 POSTGRES.read_locked,
-                &[logins, keys, rows, accounts],
+                &[logins, keys, rows, accounts, chains],
             )
             .await,
         ),
@@ -122,6 +125,8 @@ async fn postgres_group_statements_probe_indexes() {
             .bind(0_i64)
             .bind(0_i64)
             .bind(r#"["account:1:new"]"#)
+            .bind(r#"[{"user_id":1,"plan_id":1,"existed":true,"before":null,"after":1}]"#)
+            .bind(1_i64)
             .fetch_all(&mut conn)
             .await
             .unwrap();
