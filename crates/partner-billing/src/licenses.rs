@@ -1,7 +1,6 @@
 //! Direct license issue: one unit of quota for one subscription to a named login; and the
 //! licenses a login holds, issued directly or redeemed from promo codes.
 
-
 use crate::domain::{IdempotencyKey, Login, PlanSlug};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, Outcome, Scope};
