@@ -46,7 +46,8 @@ impl SeededDatabase {
         );
         let store = Store::connect(&url, Clock::system()).await.unwrap();
         let pro = PlanSlug::parse("slug", "pro").unwrap();
-        let plan = NewPlan::new(pro.clone(), "Pro", None, None, None).unwrap();
+        // 30 days: the scenarios renew one login many times (a perpetual plan is held once).
+        let plan = NewPlan::new(pro.clone(), "Pro", Some(30), None, None).unwrap();
         plans::create_plan(&store, plan, &partner_billing::audit::Origin::cli())
             .await
             .unwrap();

@@ -112,6 +112,30 @@ impl PartnerApi {
         Ok(IssueLicenseResponse::Ok(Json(outcome.value), replayed))
     }
 
+    /// One of the account's licenses.
+    ///
+    /// Any other id, another account's or a malformed one included, is 404
+    /// `License.NotFound`.
+    #[oai(
+        path = "/licenses/:licenseId",
+        method = "get",
+        operation_id = "getLicense"
+    )]
+    async fn get_license(
+        &self,
+        state: Data<&AppState>,
+        auth: PartnerAuth,
+        /// The license (uuid).
+        #[oai(name = "licenseId")]
+        license_id: Path<String>,
+    ) -> OpResult<crate::reads::LicenseResponse, errors::GetLicense> {
+        let account = auth.verify(&state.store).await?;
+        Ok(crate::reads::LicenseResponse::Ok(Json(
+            partner_billing::reads::get_license(&state.store, account.account_id, &license_id.0)
+                .await?,
+        )))
+    }
+
     /// Revoke a license.
     ///
     /// The account's own licenses: those it issued and those redeemed from its promo codes; any

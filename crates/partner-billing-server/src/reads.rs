@@ -1,7 +1,8 @@
 //! The partner API's reads and voids: what a reseller's backend reads back about its own
-//! account with its API key, and how it withdraws its own promo codes. (The two lists that
-//! share a path with a write, `GET /licenses` and `GET /promo-batches`, are in `partner.rs`:
-//! poem-openapi keeps one API struct's operations per path.)
+//! account with its API key, and how it withdraws its own promo codes. (The reads that
+//! share a path with a write, `GET /licenses`, `GET /licenses/{licenseId}` and
+//! `GET /promo-batches`, are in `partner.rs`: poem-openapi keeps one API struct's operations
+//! per path.)
 
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
@@ -66,29 +67,6 @@ pub enum VoidPromoCodesResponse {
 
 #[OpenApi(prefix_path = "/v1/billing/partner", tag = "ApiTags::Partner")]
 impl ReadsApi {
-    /// One of the account's licenses.
-    ///
-    /// Any other id, another account's or a malformed one included, is 404
-    /// `License.NotFound`.
-    #[oai(
-        path = "/licenses/:licenseId",
-        method = "get",
-        operation_id = "getLicense"
-    )]
-    async fn get_license(
-        &self,
-        state: Data<&AppState>,
-        auth: PartnerAuth,
-        /// The license (uuid).
-        #[oai(name = "licenseId")]
-        license_id: Path<String>,
-    ) -> OpResult<LicenseResponse, errors::GetLicense> {
-        let account = auth.verify(&state.store).await?;
-        Ok(LicenseResponse::Ok(Json(
-            reads::get_license(&state.store, account.account_id, &license_id.0).await?,
-        )))
-    }
-
     /// The account's ledger, oldest first: a change feed.
     ///
     /// Every change of the account's balances (credits, licenses, promo batches,

@@ -201,7 +201,7 @@ async fn the_trail_refuses_update_and_delete(db: Db) {
 
 async fn licenses_add_no_entry(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     app.credit(&r, "pro", 3).await;

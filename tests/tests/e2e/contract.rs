@@ -250,7 +250,7 @@ async fn the_document_says_what_each_operation_returns(db: Db) {
             }
         }
     }
-    assert_eq!(operations, 29);
+    assert_eq!(operations, 31);
 
     let schemas = &doc["components"]["schemas"];
     let codes: Vec<&str> = schemas["Problem"]["properties"]["code"]["enum"]

@@ -94,8 +94,8 @@ impl Operator {
 
 async fn a_credit_with_a_reference_applies_once_and_the_reference_is_not_reused(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
-    app.plan("basic").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("basic", Some(30)).await;
     let r = app.reseller().await;
     let op = Operator::new(&r);
     let first = op.credit(&app, 100, Some("invoice-2026-11")).await.unwrap();
@@ -157,7 +157,7 @@ async fn a_credit_with_a_reference_applies_once_and_the_reference_is_not_reused(
 
 async fn adjustments_go_either_way_but_never_below_zero(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     let r = app.reseller().await;
     let op = Operator::new(&r);
     op.credit(&app, 1000, None).await.unwrap();
@@ -217,7 +217,7 @@ async fn adjustments_go_either_way_but_never_below_zero(db: Db) {
 
 async fn bad_reasons_and_references_are_refused_with_nothing_changed(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     let r = app.reseller().await;
     let op = Operator::new(&r);
     op.credit(&app, 10, None).await.unwrap();
@@ -264,7 +264,7 @@ async fn bad_reasons_and_references_are_refused_with_nothing_changed(db: Db) {
 
 async fn concurrent_runs_of_one_reference_apply_once(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     let r = app.reseller().await;
     let runs: Vec<_> = (0..8)
         .map(|_| {
@@ -299,7 +299,7 @@ async fn concurrent_runs_of_one_reference_apply_once(db: Db) {
 
 async fn an_adjustment_racing_licenses_never_goes_below_zero_nor_loses_a_debit(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
+    app.plan_with_days("pro", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     let op = Operator::new(&r);

@@ -60,8 +60,8 @@ fn assert_invalid(what: &str, (status, body): &(u16, Value), field: &str) {
 }
 
 async fn setup(app: &TestApp, units: i64) -> Reseller {
-    app.plan("pro").await;
-    app.plan("max").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("max", Some(30)).await;
     for login in ["alice", "bob"] {
         app.user(login).await;
     }
@@ -300,8 +300,8 @@ async fn ledger_page(
 
 async fn the_ledger_is_a_change_feed(db: Db) {
     let app = TestApp::spawn(&db).await;
-    app.plan("pro").await;
-    app.plan("max").await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("max", Some(30)).await;
     app.user("alice").await;
     let r = app.reseller().await;
     let client = partner(&app, &r);
