@@ -73,6 +73,10 @@ impl ServerProcess {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let _ = log_tx.send(strip_ansi(&line));
                 let line = strip_ansi(&line);
+                // A server error line reaches the test's output, so a failure shows its cause.
+                if line.contains("ERROR") {
+                    eprintln!("server: {line}");
+                }
                 if let Some(rest) = line.split(" address=").nth(1) {
                     let _ = tx.send(
                         rest.split_whitespace()

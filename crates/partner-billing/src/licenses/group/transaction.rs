@@ -26,6 +26,8 @@ fn shared_failure(err: &Error) -> Error {
         Error::Unavailable(_) => Error::Unavailable(sqlx::Error::Io(std::io::Error::other(
             "the license transaction could not reach the database",
         ))),
+        // Retryable, nothing committed: the client's retry with its key settles it.
+        Error::Overloaded => Error::Overloaded,
         other => Error::Internal(format!("the license transaction failed: {other}")),
     }
 }
@@ -43,13 +45,13 @@ pub(super) async fn run_transaction(
         Some(first_try) => match optimistic(store, first_try, conn, &batch).await {
             Ok(Some(settled)) => Ok(settled),
             // A row changed between the read and the write: the careful way settles it.
-            Ok(None) => locked(store, statements, &batch).await,
+            Ok(None) => locked_until_settled(store, statements, &batch).await,
             Err(err) => {
                 *conn = None;
                 Err(err)
             }
         },
-        None => locked(store, statements, &batch).await,
+        None => locked_until_settled(store, statements, &batch).await,
     };
     let (steps, committed) = match settled {
         Ok(settled) => settled,
@@ -170,6 +172,27 @@ fn rolled_back(err: &Error) -> bool {
 
 /// The group in one transaction under locks: on PostgreSQL every key's advisory lock and every
 /// balance row locked before the read; on SQLite the write lock taken by `BEGIN IMMEDIATE`.
+/// How many times the locked way runs before the group answers "too busy" (503, retryable).
+const LOCKED_TRIES: usize = 4;
+
+/// The locked way, again in a fresh transaction when its write found a row another writer
+/// changed after the read's snapshot: under READ COMMITTED a statement that waited for a lock
+/// still reads the other tables as of its start, so a subscription chain another replica
+/// created meanwhile (no row existed to lock) is seen only by the next statement.
+async fn locked_until_settled(
+    store: &Store,
+    statements: &GroupStatements,
+    batch: &[Pending],
+) -> Result<Settled> {
+    let mut tries = 1;
+    loop {
+        match locked(store, statements, batch).await {
+            Err(Error::Overloaded) if tries < LOCKED_TRIES => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 async fn locked(store: &Store, statements: &GroupStatements, batch: &[Pending]) -> Result<Settled> {
     let mut tx = store.begin_write().await?;
     let decided = match locked_steps(store, statements, &mut tx, batch).await {
