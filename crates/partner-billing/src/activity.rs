@@ -159,7 +159,7 @@ pub async fn ledger_page(
     .await
 }
 
-/// Every ledger entry of the account, newest first, read [`CSV_CHUNK`] at a time as the
+/// Every ledger entry of the account, newest first, read `CSV_CHUNK` at a time as the
 /// stream is polled: memory stays flat however long the ledger, and no connection is held
 /// between chunks.
 pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result<LedgerRow>> {

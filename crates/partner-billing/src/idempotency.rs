@@ -8,10 +8,10 @@
 //! the first still runs is `RequestInProgress`. Outcomes that consumed nothing are not stored, so
 //! a retry runs again.
 //!
-//! One API for every keyed write, in four steps: [`claim`] the key in this process, check it
-//! ([`start`] for one request, [`KeyBatch`] for a group of many), decide and write the effects,
-//! record the outcome with them ([`KeyedWrite::commit`], or the batch's record rows). What a
-//! key check comes to is one type, [`Keyed`]; its refusals are errors.
+//! One API for every keyed write, in four steps: `claim` the key in this process, check it
+//! (`start` for one request, `KeyBatch` for a group of many), decide and write the effects,
+//! record the outcome with them (`KeyedWrite::commit`, or the batch's record rows). What a
+//! key check comes to is one type, `Keyed`; its refusals are errors.
 
 use crate::db::{Tx, dialect, is_unique_violation};
 use crate::domain::{IdempotencyKey, sha256_hex};

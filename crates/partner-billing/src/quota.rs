@@ -1,6 +1,6 @@
 //! Prepaid quota: per account and plan a balance that always equals the sum of its
 //! append-only ledger entries, and is never negative. The operator's credits and adjustments
-//! are in [`corrections`].
+//! are in `corrections`.
 
 mod corrections;
 

@@ -230,7 +230,7 @@ const LEDGER_START: [i64; 2] = [-1, -1];
 
 /// The account's ledger, oldest first, optionally of one product. The page's `nextCursor` is
 /// never null: kept and sent later, it returns only the entries written since. Entries are
-/// read in commit order (see [`dialect::ledger_feed_settled`]), so a feed never skips one that
+/// read in commit order (see `dialect::ledger_feed_settled`), so a feed never skips one that
 /// committed late.
 pub async fn ledger(
     store: &Store,

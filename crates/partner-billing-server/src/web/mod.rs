@@ -42,8 +42,8 @@ const SECURITY_HEADERS: [(&str, &str); 4] = [
 pub enum PanelAccess {
     /// Anyone: the sign-in page and the assets.
     Public,
-    /// A signed-in reseller: the handler takes [`session::SignedIn`] (a page) or
-    /// [`session::SignedInForm`] (a form POST, which also checks the CSRF token and the origin).
+    /// A signed-in reseller: the handler takes `session::SignedIn` (a page) or
+    /// `session::SignedInForm` (a form POST, which also checks the CSRF token and the origin).
     SignedIn,
 }
 
