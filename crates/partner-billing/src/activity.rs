@@ -4,7 +4,7 @@
 //!
 //! Every page is a keyset page, newest first, with an "Older" and a "Newer" cursor: `WHERE id
 //! < cursor ORDER BY id DESC` (or `> … ASC` going back), served by an index on (account, id).
-//! No OFFSET, and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
+//! Keyset pages only (never a skip count), and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
 
 use futures_util::Stream;
 
