@@ -12,6 +12,7 @@ use partner_billing::domain::Secret;
 use partner_billing::keys::{self, PartnerAccount};
 use partner_billing::operators::{self, OperatorIdentity};
 use partner_billing::store::Store;
+use partner_billing::wire::Balances;
 
 use crate::problem::ApiResult;
 
@@ -65,10 +66,21 @@ pub enum PartnerAuth {
 impl PartnerAuth {
     /// Verifies the key against the database: any failure is the empty 401.
     pub async fn verify(self, store: &Store) -> ApiResult<PartnerAccount> {
-        let key = match self {
-            Self::Headers(ClientIdHeaders(key)) | Self::Basic(BasicCredentials(key)) => key,
-        };
+        let key = self.presented();
         Ok(keys::authenticate_api_key(store, &key.client_id, &key.secret).await?)
+    }
+
+    /// Verifies the key and reads the account's balances in one statement.
+    pub async fn balances(self, store: &Store) -> ApiResult<Balances> {
+        let key = self.presented();
+        let (_, balances) = keys::balances_with_api_key(store, &key.client_id, &key.secret).await?;
+        Ok(balances)
+    }
+
+    fn presented(self) -> PresentedKey {
+        match self {
+            Self::Headers(ClientIdHeaders(key)) | Self::Basic(BasicCredentials(key)) => key,
+        }
     }
 }
 

@@ -7,7 +7,6 @@ use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::licenses::{self, IssueLicense};
 use partner_billing::promo::{self, GeneratePromoBatch};
-use partner_billing::quota;
 use partner_billing::reads::{self, LicenseFilter, PageRequest};
 use partner_billing::subscriptions::{self, Revoker};
 use partner_billing::wire::{
@@ -87,9 +86,8 @@ impl PartnerApi {
         state: Data<&AppState>,
         auth: PartnerAuth,
     ) -> OpResult<BalancesResponse, errors::GetBalances> {
-        let account = auth.verify(&state.store).await?;
         Ok(BalancesResponse::Ok(Json(
-            quota::balances(&state.store, account.account_id).await?,
+            auth.balances(&state.store).await?,
         )))
     }
 

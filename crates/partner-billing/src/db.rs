@@ -6,6 +6,7 @@
 //! domain type: the modules above it pass ids and strings in and read rows out.
 
 pub mod dialect;
+mod readers;
 mod write;
 
 use std::str::FromStr;
@@ -15,6 +16,8 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Connection, Executor};
 
 use crate::error::{Error, Result};
+pub use readers::Reader;
+use readers::Readers;
 pub use write::Tx;
 use write::WriteTurns;
 
@@ -45,11 +48,20 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 
 /// SQLite connections: one writes at a time whatever the count, and each costs a thread, its
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
-const SQLITE_CONNECTIONS: u32 = 4;
+const SQLITE_CONNECTIONS: u32 = 5;
 
 /// PostgreSQL connections: the one setting the process's concurrency limits derive from
 /// (`runtime::Capacity`).
-const POSTGRES_CONNECTIONS: u32 = 16;
+const POSTGRES_CONNECTIONS: u32 = 20;
+
+/// Of those, the connections kept for one-statement reads ([`Reader`]): a fifth, at least one.
+const fn kept_readers(connections: u32) -> u32 {
+    if connections >= 10 {
+        connections / 5
+    } else {
+        1
+    }
+}
 
 /// How long a SQLite statement waits for another process's lock before it fails.
 const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
@@ -68,6 +80,8 @@ pub struct Db {
     backend: Backend,
     /// SQLite only: this process's one write turn (see [`write`]).
     write_turns: Option<WriteTurns>,
+    /// Connections kept for one-statement reads, cut from the pool.
+    readers: Readers,
 }
 
 impl Db {
@@ -107,7 +121,7 @@ impl Db {
         let pool = match backend {
             Backend::Sqlite => {
                 pool_options
-                    .max_connections(SQLITE_CONNECTIONS)
+                    .max_connections(max_connections(backend))
                     .after_connect(|conn, _meta| {
                         Box::pin(async move {
                             // WAL lets readers run beside the one writer; FULL makes each commit
@@ -132,7 +146,7 @@ impl Db {
             }
             Backend::Postgres => {
                 pool_options
-                    .max_connections(POSTGRES_CONNECTIONS)
+                    .max_connections(max_connections(backend))
                     .connect_with(options)
                     .await?
             }
@@ -147,10 +161,15 @@ impl Db {
             .map_err(|e| Error::Internal(format!("migration failed: {e}")))?;
         let write_turns = (backend == Backend::Sqlite)
             .then(|| WriteTurns::new(sqlite_file_path(database_url).map(Into::into), &pool));
+        let readers = Readers::new(
+            pool.clone(),
+            usize::try_from(kept_readers(max_connections(backend))).unwrap_or(1),
+        );
         Ok(Self {
             pool,
             backend,
             write_turns,
+            readers,
         })
     }
 
@@ -158,12 +177,17 @@ impl Db {
         self.backend
     }
 
-    /// The most connections the pool opens.
-    pub fn max_connections(&self) -> u32 {
-        match self.backend {
-            Backend::Sqlite => SQLITE_CONNECTIONS,
-            Backend::Postgres => POSTGRES_CONNECTIONS,
-        }
+    /// The connections the pool shares among requests: all it opens but those kept for
+    /// one-statement reads ([`Db::reader`]).
+    pub fn shared_connections(&self) -> u32 {
+        let all = max_connections(self.backend);
+        all - kept_readers(all)
+    }
+
+    /// A connection kept for one-statement reads: no round trip to the database when it is
+    /// handed over or given back. Run the read with [`Reader::run`].
+    pub async fn reader(&self) -> Result<Reader> {
+        self.readers.take().await
     }
 
     /// Whether the database runs writers side by side (PostgreSQL) rather than one at a time
@@ -209,9 +233,18 @@ impl Db {
         Ok(())
     }
 
-    /// Closes the pool, waiting for connections to return.
+    /// Closes the pool, waiting for connections to return (the kept readers' included).
     pub async fn close(&self) {
+        self.readers.release_idle();
         self.pool.close().await;
+    }
+}
+
+/// The most connections the pool of `backend` opens.
+const fn max_connections(backend: Backend) -> u32 {
+    match backend {
+        Backend::Sqlite => SQLITE_CONNECTIONS,
+        Backend::Postgres => POSTGRES_CONNECTIONS,
     }
 }
 

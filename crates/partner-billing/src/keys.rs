@@ -13,7 +13,7 @@ use crate::db::{Tx, dialect};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::wire::{ApiKeyInfo, ApiKeyList, CreatedApiKey};
+use crate::wire::{ApiKeyInfo, ApiKeyList, Balance, Balances, CreatedApiKey};
 
 /// SQL condition (on table alias `k`) for a key that authenticates at `$now`: the bind named
 /// in the caller. Kept in one place so listing, counting and authentication agree.
@@ -279,15 +279,66 @@ pub async fn authenticate_api_key(
     client_id: &str,
     secret: &Secret,
 ) -> Result<PartnerAccount> {
-    let row: Option<AuthenticatedKeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id \
-         FROM api_keys k JOIN accounts a ON a.id = k.account_id \
-         WHERE k.secret_hash = $2 AND {ACTIVE_AT} AND a.standing = 'good'"
+    let query = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {KEY_COLUMNS} FROM {KEY_WITH_ACCOUNT} WHERE {KEY_BY_SECRET}"
     )))
     .bind(store.now_utc())
-    .bind(secret.hash())
-    .fetch_optional(store.pool())
-    .await?;
+    .bind(secret.hash());
+    let mut reader = store.reader().await?;
+    let row: Option<AuthenticatedKeyRow> = reader.run(|c| query.fetch_optional(c)).await?;
+    drop(reader);
+    accept_key(store, row.as_ref(), client_id).await
+}
+
+/// Verifies an API key and reads its account's balances in the same statement: the balances
+/// request, the most frequent read, costs one round trip to the database instead of two. The
+/// key is checked exactly as [`authenticate_api_key`] checks it.
+pub async fn balances_with_api_key(
+    store: &Store,
+    client_id: &str,
+    secret: &Secret,
+) -> Result<(PartnerAccount, Balances)> {
+    // One row per balance (none: one row with null balance columns), sorted by slug.
+    let query = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {KEY_COLUMNS}, p.slug AS product_slug, b.remaining AS remaining_balance \
+         FROM {KEY_WITH_ACCOUNT} \
+         LEFT JOIN balances b ON b.account_id = k.account_id \
+         LEFT JOIN plans p ON p.id = b.plan_id \
+         WHERE {KEY_BY_SECRET} ORDER BY p.slug"
+    )))
+    .bind(store.now_utc())
+    .bind(secret.hash());
+    let mut reader = store.reader().await?;
+    let rows: Vec<KeyWithBalanceRow> = reader.run(|c| query.fetch_all(c)).await?;
+    drop(reader);
+    let account = accept_key(store, rows.first().map(|row| &row.key), client_id).await?;
+    let balances = rows
+        .into_iter()
+        .filter_map(|row| {
+            Some(Balance {
+                product_slug: row.product_slug?,
+                remaining_balance: row.remaining_balance?,
+            })
+        })
+        .collect();
+    Ok((account, Balances { balances }))
+}
+
+/// The columns of [`AuthenticatedKeyRow`], from `api_keys k` joined to `accounts a`.
+const KEY_COLUMNS: &str =
+    "k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id";
+const KEY_WITH_ACCOUNT: &str = "api_keys k JOIN accounts a ON a.id = k.account_id";
+/// An active key by its secret's hash (`$2`), of an account in good standing, at `$1`.
+const KEY_BY_SECRET: &str = "k.secret_hash = $2 AND k.status = 'active' \
+     AND (k.expires_utc IS NULL OR k.expires_utc > $1) AND a.standing = 'good'";
+
+/// The rest of a key check once its row is read (or not found): the client id must be the
+/// key's own, compared in constant time; the key's use is recorded.
+async fn accept_key(
+    store: &Store,
+    row: Option<&AuthenticatedKeyRow>,
+    client_id: &str,
+) -> Result<PartnerAccount> {
     let Some(row) = row else {
         return Err(Error::Unauthorized);
     };
@@ -324,6 +375,15 @@ struct AuthenticatedKeyRow {
     account_id: i64,
     last_used_utc: Option<i64>,
     client_id: String,
+}
+
+/// An active key with one of its account's balances (null columns when it has none).
+#[derive(sqlx::FromRow)]
+struct KeyWithBalanceRow {
+    #[sqlx(flatten)]
+    key: AuthenticatedKeyRow,
+    product_slug: Option<String>,
+    remaining_balance: Option<i64>,
 }
 
 /// A credential whose last use is recorded.

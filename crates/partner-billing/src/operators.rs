@@ -183,13 +183,15 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
         id: token_id,
         name,
         last_used_utc,
-    } = sqlx::query_as(
-        "SELECT id, name, last_used_utc FROM operator_tokens \
-         WHERE token_hash = $1 AND status = 'active'",
-    )
-    .bind(token.hash())
-    .fetch_optional(store.pool())
-    .await?
+    } = {
+        let query = sqlx::query_as(
+            "SELECT id, name, last_used_utc FROM operator_tokens \
+             WHERE token_hash = $1 AND status = 'active'",
+        )
+        .bind(token.hash());
+        let mut reader = store.reader().await?;
+        reader.run(|c| query.fetch_optional(c)).await?
+    }
     .ok_or(Error::Unauthorized)?;
     keys::record_use(
         store,

@@ -14,7 +14,7 @@ use crate::db::Db;
 use crate::error::Result;
 use crate::runtime::{Capacity, InFlightGuard, PromoPermit, Runtime, WebhookSettings};
 
-pub use crate::db::{Backend, Tx};
+pub use crate::db::{Backend, Reader, Tx};
 #[cfg(feature = "fault-injection")]
 pub use crate::faults::CRASH_AT_ENV;
 #[cfg(feature = "fault-injection")]
@@ -36,7 +36,7 @@ impl Store {
     /// missing.
     pub async fn connect(database_url: &str, clock: Clock) -> Result<Self> {
         let db = Db::connect(database_url).await?;
-        let capacity = Capacity::for_this_machine(db.max_connections(), db.parallel_writers());
+        let capacity = Capacity::for_this_machine(db.shared_connections(), db.parallel_writers());
         let runtime = Runtime::new(clock, capacity);
         Ok(Self { db, runtime })
     }
@@ -149,6 +149,12 @@ impl Store {
     /// The pool, for reads that need no transaction.
     pub fn pool(&self) -> &AnyPool {
         self.db.pool()
+    }
+
+    /// A connection kept for one-statement reads on every request's path, such as
+    /// authentication (see [`Db::reader`]).
+    pub async fn reader(&self) -> Result<Reader> {
+        self.db.reader().await
     }
 
     /// Current time, Unix seconds.

@@ -140,17 +140,20 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
         account_id,
         client_id,
         seen,
-    } = sqlx::query_as(
-        "SELECT a.id AS account_id, a.client_id, COALESCE(s.last_seen_utc, s.created_utc) AS seen \
-         FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
-         WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
-         AND COALESCE(s.last_seen_utc, s.created_utc) > $3",
-    )
-    .bind(token.hash())
-    .bind(now)
-    .bind(now - SESSION_IDLE_SECONDS)
-    .fetch_optional(store.pool())
-    .await?
+    } = {
+        let query = sqlx::query_as(
+            "SELECT a.id AS account_id, a.client_id, \
+             COALESCE(s.last_seen_utc, s.created_utc) AS seen \
+             FROM panel_sessions s JOIN accounts a ON a.id = s.account_id \
+             WHERE s.token_hash = $1 AND s.expires_utc > $2 AND a.standing = 'good' \
+             AND COALESCE(s.last_seen_utc, s.created_utc) > $3",
+        )
+        .bind(token.hash())
+        .bind(now)
+        .bind(now - SESSION_IDLE_SECONDS);
+        let mut reader = store.reader().await?;
+        reader.run(|c| query.fetch_optional(c)).await?
+    }
     .ok_or(Error::Unauthorized)?;
     if now - seen >= SESSION_TOUCH_GRANULARITY_SECONDS {
         sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")

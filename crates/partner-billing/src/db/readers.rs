@@ -1,0 +1,164 @@
+//! Connections kept for one-statement reads (authentication, balances), out of the pool's
+//! release cycle.
+//!
+//! sqlx's pool tests every connection given back to it with a round trip to the database (a
+//! ping, to flush what a cancelled query may have left). For a request that reads one row that
+//! doubles its database work: measured on PostgreSQL, a balances read reached a third of the raw
+//! statements' pace (docs/performance.md, "Reads"). A [`Reader`] takes a connection from the pool
+//! once and keeps it: handed from read to read without a ping, pinged only after it sat idle (as
+//! the pool's own connections are), and given back to the pool (which then pings or closes it)
+//! when a read fails in a way that may have left it unusable, or was cancelled midway.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, Connection};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::{Error, Result};
+
+/// A kept connection idle this long is pinged before its next read.
+const PING_WHEN_IDLE_FOR: Duration = super::PING_WHEN_IDLE_FOR;
+
+/// The kept connections of one process: at most `count` at once, taken from the pool lazily.
+#[derive(Debug, Clone)]
+pub(crate) struct Readers {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: AnyPool,
+    idle: Mutex<Vec<Idle>>,
+    permits: Arc<Semaphore>,
+    /// Set when the pool closes: connections are no longer kept.
+    closing: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Idle {
+    conn: PoolConnection<Any>,
+    since: Instant,
+}
+
+impl Readers {
+    /// Up to `count` connections of `pool`, kept once taken.
+    pub(crate) fn new(pool: AnyPool, count: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                pool,
+                idle: Mutex::new(Vec::with_capacity(count)),
+                permits: Arc::new(Semaphore::new(count.max(1))),
+                closing: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// A connection for one read: a kept one (pinged first if it sat idle), else a new one from
+    /// the pool. Waits as long as the pool would before answering 503.
+    pub(crate) async fn take(&self) -> Result<Reader> {
+        let permit = tokio::time::timeout(
+            super::ACQUIRE_TIMEOUT,
+            Arc::clone(&self.inner.permits).acquire_owned(),
+        )
+        .await
+        .map_err(|_| Error::from(sqlx::Error::PoolTimedOut))?
+        .map_err(|_| Error::from(sqlx::Error::PoolClosed))?;
+        let idle = self.inner.idle.lock().map_or(None, |mut idle| idle.pop());
+        let conn = match idle {
+            Some(Idle { conn, since }) if since.elapsed() < PING_WHEN_IDLE_FOR => conn,
+            Some(Idle { mut conn, .. }) => match conn.ping().await {
+                Ok(()) => conn,
+                // Closed by the pool (it pings it again on release and drops it if broken).
+                Err(_) => {
+                    drop(conn);
+                    self.inner.pool.acquire().await?
+                }
+            },
+            None => self.inner.pool.acquire().await?,
+        };
+        Ok(Reader {
+            conn: Some(conn),
+            readers: Arc::clone(&self.inner),
+            reusable: false,
+            _permit: permit,
+        })
+    }
+}
+
+impl Readers {
+    /// Gives every idle kept connection back to the pool, so that closing the pool does not
+    /// wait for them; a reader still running gives its connection back when it ends.
+    pub(crate) fn release_idle(&self) {
+        // Under the lock, so that no reader keeps its connection after the clear.
+        if let Ok(mut idle) = self.inner.idle.lock() {
+            self.inner.closing.store(true, Ordering::Relaxed);
+            idle.clear();
+        }
+    }
+}
+
+/// One kept connection, lent for a read. Run the read through [`Reader::run`]: a connection
+/// whose read did not finish cleanly goes back to the pool instead of being kept.
+pub struct Reader {
+    conn: Option<PoolConnection<Any>>,
+    readers: Arc<Inner>,
+    /// Set when the last read finished with an answer from the database; a reader dropped
+    /// without one (an error of the connection, or a cancelled read) is not kept.
+    reusable: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Reader {
+    /// Runs one read on the connection, e.g. `reader.run(|c| query.fetch_all(c)).await`.
+    pub async fn run<'c, T, F, Fut>(&'c mut self, read: F) -> Result<T>
+    where
+        F: FnOnce(&'c mut AnyConnection) -> Fut,
+        Fut: Future<Output = sqlx::Result<T>> + 'c,
+    {
+        let Self { conn, reusable, .. } = self;
+        *reusable = false;
+        let conn = conn
+            .as_mut()
+            .ok_or_else(|| Error::Internal("reader without a connection".to_owned()))?;
+        let result = read(&mut **conn).await;
+        *reusable = keeps_connection(&result);
+        Ok(result?)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if !self.reusable {
+            // Back to the pool, which pings it (closing it if broken) on its own task.
+            drop(conn);
+            return;
+        }
+        if let Ok(mut idle) = self.readers.idle.lock()
+            && !self.readers.closing.load(Ordering::Relaxed)
+        {
+            idle.push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        }
+    }
+}
+
+/// Whether a connection whose read ended so can serve the next one as it is: after an answer,
+/// or an error the database reported about the statement itself. A lost or broken connection,
+/// or a database going away (SQLSTATE class 08, 57P0x), is not kept.
+fn keeps_connection<T>(result: &sqlx::Result<T>) -> bool {
+    match result {
+        Ok(_) | Err(sqlx::Error::RowNotFound) => true,
+        Err(sqlx::Error::Database(db)) => !db
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The authenticated read against the raw SQL of the same request (docs/performance.md, "Reads").
+#
+# On a fresh PostgreSQL database: plan `bench`, one reseller credited, one API key (made with the
+# release CLI and the panel API). Then, alternating, RUNS times per client count:
+#   - wrk: GET /v1/billing/partner/balances with the key (docs/bench/balances.lua);
+#   - pgbench -M prepared, the server stopped: the statements the server runs for that request.
+#     RAW=two (default) is the two statements of a read that authenticates first and reads next
+#     (the key lookup with its account, then the balances); RAW=one is the one statement the
+#     server now runs (the key lookup joined to the balances).
+# Prints req/s, tx/s and the ratio for each run.
+#
+# Usage: docs/bench/balances.sh [POSTGRES_ADMIN_URL]  (default postgres://postgres@127.0.0.1:5432/test)
+#        CLIENTS="8 64" SECONDS=10 RUNS=2 BIN=target/release
+set -euo pipefail
+ADMIN_URL=${1:-postgres://postgres@127.0.0.1:5432/test}
+CLIENTS=${CLIENTS:-8 64}
+SECONDS_EACH=${SECONDS:-10}
+RUNS=${RUNS:-2}
+BIN=${BIN:-target/release}
+HERE=$(cd "$(dirname "$0")" && pwd)
+DB=pbbench_reads_$$
+DIR=$(mktemp -d)
+SERVER=""
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+psql "$ADMIN_URL" -qc "CREATE DATABASE $DB" >/dev/null
+URL="${ADMIN_URL%/*}/$DB"
+export PARTNER_BILLING_DATABASE_URL="$URL"
+export PARTNER_BILLING_MASTER_KEY_FILE="$DIR/master.key"
+(umask 077; head -c 32 /dev/urandom >"$PARTNER_BILLING_MASTER_KEY_FILE")
+PB="$BIN/partner-billing"
+PASSWORD=benchmark-password-1
+$PB admin plan create --slug bench --name Bench >/dev/null
+CLIENT=$(printf '%s\n' "$PASSWORD" | $PB admin --json reseller create --name Bench --password-stdin | jq -r .clientId)
+$PB admin quota credit --client-id "$CLIENT" --plan bench --units 1000000000 --reason seed >/dev/null
+PORT=18090
+start_server() {
+  $BIN/partner-billing-server --listen 127.0.0.1:$PORT >>"$DIR/server.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 100); do curl -sf http://127.0.0.1:$PORT/healthz >/dev/null && return; sleep 0.1; done
+  echo "server did not start" >&2; exit 1
+}
+stop_server() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=""; }
+start_server
+TOKEN=$(curl -sf -H 'content-type: application/json' \
+  -d "{\"clientId\":\"$CLIENT\",\"password\":\"$PASSWORD\"}" \
+  http://127.0.0.1:$PORT/v1/billing/resellers/sessions | jq -r .sessionToken)
+SECRET=$(curl -sf -X POST -H "authorization: Bearer $TOKEN" \
+  http://127.0.0.1:$PORT/v1/billing/resellers/me/api-keys | jq -r .secret)
+stop_server
+HASH=$(printf '%s' "$SECRET" | sha256sum | cut -d' ' -f1)
+ACCOUNT=$(psql "$URL" -Atc "SELECT account_id FROM api_keys WHERE secret_hash = '$HASH'")
+[ -n "$ACCOUNT" ] || { echo "the key's hash is not SHA-256 of the secret here" >&2; exit 1; }
+psql "$URL" -qc "ANALYZE" >/dev/null
+# The key lookup as keys.rs runs it (active at now, account in good standing), then the balances.
+NOW='extract(epoch FROM now())::bigint'
+KEY_SQL="SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.secret_hash = '$HASH' AND k.status = 'active' AND (k.expires_utc IS NULL OR k.expires_utc > $NOW) AND a.standing = 'good';"
+BAL_SQL="SELECT p.slug AS product_slug, b.remaining AS remaining_balance FROM balances b JOIN plans p ON p.id = b.plan_id WHERE b.account_id = $ACCOUNT ORDER BY p.slug;"
+ONE_SQL="SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id, p.slug AS product_slug, b.remaining AS remaining_balance FROM api_keys k JOIN accounts a ON a.id = k.account_id LEFT JOIN balances b ON b.account_id = k.account_id LEFT JOIN plans p ON p.id = b.plan_id WHERE k.secret_hash = '$HASH' AND k.status = 'active' AND (k.expires_utc IS NULL OR k.expires_utc > $NOW) AND a.standing = 'good' ORDER BY p.slug;"
+case "${RAW:-two}" in
+  two) printf '%s\n%s\n' "$KEY_SQL" "$BAL_SQL" >"$DIR/raw.sql" ;;
+  one) printf '%s\n' "$ONE_SQL" >"$DIR/raw.sql" ;;
+esac
+sed -e "s/CLIENT_ID/$CLIENT/" -e "s/SECRET/$SECRET/" "$HERE/balances.lua" >"$DIR/balances.lua"
+echo "raw statements (${RAW:-two}):"; cat "$DIR/raw.sql"
+for c in $CLIENTS; do
+  for run in $(seq "$RUNS"); do
+    start_server
+    wrk -t2 -c"$c" -d5s -s "$DIR/balances.lua" http://127.0.0.1:$PORT >/dev/null # warm-up
+    http=$(wrk -t2 -c"$c" -d"${SECONDS_EACH}s" --latency -s "$DIR/balances.lua" http://127.0.0.1:$PORT)
+    rss=$(awk '/VmHWM/ {print $2}' /proc/$SERVER/status)
+    stop_server
+    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$http")
+    non2xx=$(awk '/non2xx/ {print $2}' <<<"$http")
+    p50=$(awk '$1 == "50%" {print $2}' <<<"$http")
+    raw=$(pgbench -n -M prepared -c "$c" -j 2 -T "$SECONDS_EACH" -f "$DIR/raw.sql" "$URL" 2>/dev/null)
+    tps=$(awk '/^tps/ {print $3}' <<<"$raw")
+    lat=$(awk '/latency average/ {print $4}' <<<"$raw")
+    printf 'clients %3s run %s: HTTP %8.0f req/s (p50 %s, non-2xx %s, peak RSS %s kB) | pgbench %8.0f tx/s (avg %s ms) | ratio %.2f\n' \
+      "$c" "$run" "$rps" "$p50" "${non2xx:-0}" "$rss" "$tps" "$lat" "$(echo "$rps / $tps" | bc -l)"
+  done
+done
