@@ -20,7 +20,7 @@ use crate::store::Store;
 
 pub use read::{
     AuditPage, CURSOR_MAX_CHARS, Cursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, account_page,
-    operator_log, parse_limit,
+    operator_log, panel_page, parse_limit,
 };
 
 /// Longest free text kept in an entry's details (a key name, a description), in characters.
