@@ -107,7 +107,8 @@ pub struct ClientIdArg {
 /// (12-128 characters).
 async fn password_from_stdin() -> Result<Password> {
     let line = read_password("New panel password: ").await?;
-    Password::parse("password", &line).map_err(|e| partner_billing::Error::from(e).into())
+    Password::parse("password", &line)
+        .map_err(|e| args::usage(format!("the password on stdin {}", e.message)))
 }
 
 pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
@@ -174,7 +175,7 @@ async fn purge(store: &Store, out: Output) -> Result<()> {
 }
 
 /// A library error shown with its API code first (`Promo.CodeNotFound: promo code not found`),
-/// keeping the error as its source so the exit status can tell a validation failure.
+/// keeping the error as its source.
 #[derive(Debug)]
 struct Coded {
     err: partner_billing::Error,
