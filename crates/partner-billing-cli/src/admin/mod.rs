@@ -83,7 +83,7 @@ pub enum AdminCommand {
     /// Operator tokens: the product backend's credential on the product API.
     #[command(subcommand)]
     OperatorToken(operator_tokens::OperatorTokenCommand),
-    /// Promo codes, on an end user's behalf (support staff).
+    /// Promo codes: redeeming one on an end user's behalf (support staff), voiding a batch.
     #[command(subcommand)]
     Promo(promo::PromoCommand),
     /// Consistency checks.
@@ -121,7 +121,9 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
     };
     // Only a redemption needs the master key; it is loaded (never created) before the
     // database is touched, so a missing key changes nothing.
-    if let AdminCommand::Promo(_) = &args.command {
+    if let AdminCommand::Promo(command) = &args.command
+        && command.needs_master_key()
+    {
         promo::load_master_key(args.master_key_file.as_deref(), &args.database_url)?;
     }
     let mut store = Store::connect(&args.database_url, Clock::system())
