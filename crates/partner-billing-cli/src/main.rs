@@ -2,8 +2,13 @@
 //! library) and reseller commands (`balance`, `license issue`, `promo generate`, `keys …`,
 //! through the SDK).
 //!
-//! Exit status: 0 on success; 2 for a usage error (bad flags or values); 1 for anything else.
-//! Every failure prints exactly one line on stderr, starting with `error: `.
+//! Exit status: 0 on success; 2 for a usage error, when the command could not run as called
+//! (clap's own errors: a missing flag, a malformed value; a missing password on stdin or
+//! credential in the environment; an output file that exists; a value the SDK refuses before
+//! sending anything); 1 for anything else: a request the library or the service refused (an
+//! unknown id, a reused reference, a reason with control characters, a balance that would go
+//! below zero), or a failure. Every failure prints exactly one line on stderr, starting with
+//! `error: `.
 #![forbid(unsafe_code)]
 
 mod account;
@@ -30,8 +35,9 @@ Reseller credentials come from the environment: PARTNER_BILLING_CLIENT_ID (or --
 PARTNER_BILLING_SECRET (never a flag). `keys` commands use the panel session saved by
 `keys login`, or PARTNER_BILLING_SESSION_TOKEN.
 
-Exit status: 0 on success, 2 for a usage error, 1 otherwise; every failure prints one
-`error: ` line on stderr.";
+Exit status: 0 on success; 2 for a usage error (the command could not run as called);
+1 otherwise, a refused request included (an unknown id, a reused reference, an invalid
+reason, a balance below zero); every failure prints one `error: ` line on stderr.";
 
 /// Partner Billing: prepaid subscription quota for resellers.
 #[derive(Debug, Parser)]
@@ -166,22 +172,19 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// One line on stderr; exit 2 when the input was invalid, else 1.
+/// One line on stderr; exit 2 when the command could not run as called (a usage error), else
+/// 1: a refusal of what the operator or reseller asked (the library's or the service's, a
+/// validation included) is not a usage error.
 fn fail(err: &anyhow::Error) -> ExitCode {
     eprintln!("error: {}", one_line(err));
-    let invalid_input = err.chain().any(|cause| {
+    let usage_error = err.chain().any(|cause| {
         cause.is::<args::UsageError>()
-            || cause.is::<partner_billing::domain::InvalidField>()
-            || matches!(
-                cause.downcast_ref::<partner_billing::Error>(),
-                Some(partner_billing::Error::Validation(_))
-            )
             || matches!(
                 cause.downcast_ref::<partner_billing_client::Error>(),
                 Some(partner_billing_client::Error::InvalidInput { .. })
             )
     });
-    ExitCode::from(if invalid_input { 2 } else { 1 })
+    ExitCode::from(if usage_error { 2 } else { 1 })
 }
 
 /// The error and its causes on one line, skipping a cause its parent already spells out.

@@ -259,10 +259,10 @@ fn operator_tokens_are_shown_once_listed_without_secrets_and_revoked() {
         1,
         "exists already",
     );
-    // A bad name is refused.
+    // A bad name is refused: a refusal (exit 1), not a usage error.
     assert_one_line_error(
         &admin(dir, &["operator-token", "create", "--name", ""]),
-        2,
+        1,
         "name",
     );
     // The admin CLI never writes a master key.
@@ -501,7 +501,7 @@ fn operators_read_entitlements_and_revoke_licenses() {
                 "--reason",
                 " ",
             ],
-            2,
+            1,
             "reason",
         ),
         (

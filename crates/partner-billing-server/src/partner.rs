@@ -5,6 +5,7 @@ use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
+use partner_billing::audit::Actor;
 use partner_billing::licenses::{self, IssueLicense};
 use partner_billing::promo::{self, GeneratePromoBatch};
 use partner_billing::reads::{self, LicenseFilter, PageRequest};
@@ -19,6 +20,7 @@ use crate::AppState;
 use crate::auth::PartnerAuth;
 use crate::body::JsonBody;
 use crate::errors;
+use crate::origin::RequestFacts;
 use crate::problem::OpResult;
 
 /// Endpoints under `/v1/billing/partner`.
@@ -150,14 +152,20 @@ impl PartnerApi {
         &self,
         state: Data<&AppState>,
         auth: PartnerAuth,
+        facts: RequestFacts,
         /// The license to revoke (uuid).
         #[oai(name = "licenseId")]
         license_id: Path<String>,
     ) -> OpResult<RevokeLicenseResponse, errors::RevokeLicense> {
         let account = auth.verify(&state.store).await?;
-        let license =
-            subscriptions::revoke_license(&state.store, Revoker::api_key(&account), &license_id.0)
-                .await?;
+        let origin = facts.origin(Actor::ApiKey(account.api_key_id.to_string()));
+        let license = subscriptions::revoke_license(
+            &state.store,
+            Revoker::api_key(&account),
+            &license_id.0,
+            &origin,
+        )
+        .await?;
         Ok(RevokeLicenseResponse::Ok(Json(license)))
     }
 

@@ -145,7 +145,15 @@ impl ReadsApi {
         let account = auth.verify(&state.store).await?;
         let origin = facts.origin(Actor::ApiKey(account.api_key_id.to_string()));
         Ok(VoidPromoBatchResponse::Ok(Json(
-            voids::void_batch(&state.store, account.account_id, &batch_id.0, &origin).await?,
+            voids::void_batch(
+                &state.store,
+                voids::Voider::Reseller {
+                    account_id: account.account_id,
+                },
+                &batch_id.0,
+                &origin,
+            )
+            .await?,
         )))
     }
 

@@ -10,29 +10,51 @@ pub const PROMO_BATCHES: &str = "/v1/billing/partner/promo-batches";
 /// Any path that matches no route (a 404): one label value, whatever the path was.
 pub const UNMATCHED: &str = "unmatched";
 
-/// Routes served outside the OpenAPI document: the document itself, its UI and the HTML
-/// panel's pages (docs/design.md).
-const EXTRA: &[&str] = &[
-    "/openapi.json",
-    "/docs",
-    "/panel",
-    "/panel/login",
-    "/panel/logout",
-    "/panel/api-keys",
-    "/panel/api-keys/{apiKeyId}/revoke",
-    "/panel/api-keys/{apiKeyId}/roll",
-    "/panel/ledger",
-    "/panel/ledger.csv",
-    "/panel/promo-batches",
-    "/panel/licenses",
-    "/panel/webhooks",
-    "/panel/webhooks/{webhookEndpointId}/test",
-    "/panel/webhooks/{webhookEndpointId}/delete",
-    "/panel/settings",
-    "/panel/settings/password",
-    "/panel/settings/alerts",
-    "/panel/assets/{file}",
-];
+/// Routes served outside the OpenAPI document and the panel's route table: the document itself
+/// and its UI.
+const EXTRA: &[&str] = &["/openapi.json", "/docs"];
+
+/// The panel's routes as templates, from the table its router is built from (so no route can
+/// be added without its label): `/panel` and the path, each `:snake_case` parameter as
+/// `{camelCase}` like the API's (`/panel/api-keys/{apiKeyId}/revoke`).
+fn panel_templates() -> Vec<String> {
+    let mut paths: Vec<String> = crate::web::panel_routes()
+        .iter()
+        .map(|route| panel_template(route.path))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+fn panel_template(path: &str) -> String {
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|segment| match segment.strip_prefix(':') {
+            Some(name) => format!("{{{}}}", camel_case(name)),
+            None => segment.to_owned(),
+        })
+        .collect();
+    let joined = format!("/panel{}", segments.join("/"));
+    joined.trim_end_matches('/').to_owned()
+}
+
+/// `api_key_id` as `apiKeyId`.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 struct Template {
     text: String,
@@ -51,6 +73,7 @@ fn templates() -> &'static [Template] {
             .flat_map(|paths| paths.keys().cloned());
         let mut templates: Vec<Template> = documented
             .chain(EXTRA.iter().map(|t| (*t).to_owned()))
+            .chain(panel_templates())
             .map(|text| {
                 let segments: Vec<String> = text
                     .trim_start_matches('/')
@@ -99,6 +122,32 @@ mod tests {
         );
         assert_eq!(template(LICENSES), LICENSES);
         assert_eq!(template("/docs"), "/docs");
+    }
+
+    #[test]
+    fn every_panel_route_has_its_template() {
+        assert_eq!(template("/panel"), "/panel");
+        assert_eq!(template("/panel/activity"), "/panel/activity");
+        assert_eq!(
+            template("/panel/licenses/5f0c7a2e-0000-4000-8000-000000000000/revoke"),
+            "/panel/licenses/{licenseId}/revoke"
+        );
+        assert_eq!(
+            template("/panel/promo-batches/5f0c7a2e-0000-4000-8000-000000000000/void"),
+            "/panel/promo-batches/{batchId}/void"
+        );
+        assert_eq!(
+            template("/panel/webhooks/rwe_abc/delete"),
+            "/panel/webhooks/{webhookEndpointId}/delete"
+        );
+        for route in crate::web::panel_routes() {
+            assert_ne!(
+                template(&panel_template(route.path)),
+                UNMATCHED,
+                "{}",
+                route.path
+            );
+        }
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! What a reseller reads about its own account in the panel: the ledger (a page at a time, or
 //! streamed for the CSV), its promo batches with how many codes were redeemed (never a code),
-//! and its licenses.
+//! its licenses, and its activity (the audit trail, read in `audit`).
 //!
-//! Every page is a keyset page, newest first, with an "Older" and a "Newer" cursor: `WHERE id
-//! < cursor ORDER BY id DESC` (or `> … ASC` going back), served by an index on (account, id).
-//! Keyset pages only (never a skip count), and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
+//! Every page is a keyset page, newest first, with an "Older" and a "Newer" cursor: `WHERE
+//! (key) < (cursor) ORDER BY key DESC` (or `> … ASC` going back), where the key is the list's
+//! sort key (the row id, or the trail's `created_utc, id`), served by an index on (account,
+//! key). Keyset pages only (never a skip count), and nothing reads a whole table: the CSV is
+//! read in keyset chunks as it is sent.
 
 use futures_util::Stream;
 
@@ -21,6 +23,9 @@ pub const LICENSES_PAGE_SIZE: i64 = 100;
 /// Promo batches per panel page.
 pub const PROMO_BATCHES_PAGE_SIZE: i64 = 50;
 
+/// Audit entries per panel page.
+pub const ACTIVITY_PAGE_SIZE: i64 = 50;
+
 /// Ledger entries read at a time for the CSV.
 const CSV_CHUNK: i64 = 1000;
 
@@ -34,24 +39,25 @@ pub struct PanelPage<T> {
     pub newer: Option<String>,
 }
 
-/// A row that knows its place in the list.
-trait Keyed {
-    fn row_id(&self) -> i64;
+/// A row that knows its place in the list: the values of the list's key columns.
+pub(crate) trait Keyed {
+    fn sort_key(&self) -> Vec<i64>;
 }
 
 const OLDER: i64 = 0;
 const NEWER: i64 = 1;
 
 /// One page of `select` (which binds `$1` the account and `$2` a filter, and ends in a
-/// `WHERE` clause), newest first by `id_col`, starting at `cursor`. Malformed or foreign
-/// cursors are `Request.ValidationFailed` on `cursor`.
+/// `WHERE` clause), newest first by the `key` columns (most significant first; unique
+/// together), starting at `cursor`. Malformed or foreign cursors are
+/// `Request.ValidationFailed` on `cursor`.
 #[allow(clippy::too_many_arguments)]
-async fn newest_first<T>(
+pub(crate) async fn newest_first<T>(
     store: &Store,
     account_id: i64,
     list: List,
     select: &str,
-    id_col: &str,
+    key: &[&str],
     filter: &str,
     cursor: Option<&str>,
     limit: i64,
@@ -60,10 +66,10 @@ where
     T: Keyed + for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
 {
     let (direction, position) = match cursor {
-        None => (OLDER, i64::MAX),
+        None => (OLDER, vec![i64::MAX; key.len()]),
         Some(text) => {
-            let values = cursor::decode(store, account_id, list, 2, text)?;
-            (values[0], values[1])
+            let values = cursor::decode(store, account_id, list, key.len() + 1, text)?;
+            (values[0], values[1..].to_vec())
         }
     };
     let (op, order) = if direction == NEWER {
@@ -71,16 +77,27 @@ where
     } else {
         ("<", "DESC")
     };
-    let fetch = |op: &str, order: &str, position: i64, limit: i64| {
-        let sql = format!("{select} AND {id_col} {op} $3 ORDER BY {id_col} {order} LIMIT $4");
+    let columns = key.join(", ");
+    let params: Vec<String> = (0..key.len()).map(|i| format!("${}", i + 3)).collect();
+    let params = params.join(", ");
+    let limit_param = key.len() + 3;
+    let fetch = |op: &str, order: &str, position: Vec<i64>, limit: i64| {
+        let order_by: Vec<String> = key
+            .iter()
+            .map(|column| format!("{column} {order}"))
+            .collect();
+        let sql = format!(
+            "{select} AND ({columns}) {op} ({params}) ORDER BY {} LIMIT ${limit_param}",
+            order_by.join(", ")
+        );
         async move {
-            let rows: Vec<T> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(account_id)
-                .bind(filter)
-                .bind(position)
-                .bind(limit)
-                .fetch_all(store.pool())
-                .await?;
+                .bind(filter);
+            for value in position {
+                query = query.bind(value);
+            }
+            let rows: Vec<T> = query.bind(limit).fetch_all(store.pool()).await?;
             Ok::<_, crate::Error>(rows)
         }
     };
@@ -97,21 +114,25 @@ where
             newer: None,
         });
     };
-    let (first_id, last_id) = (first.row_id(), last.row_id());
+    let (first_key, last_key) = (first.sort_key(), last.sort_key());
     let older_exists = if direction == NEWER {
-        !fetch("<", "DESC", last_id, 1).await?.is_empty()
+        !fetch("<", "DESC", last_key.clone(), 1).await?.is_empty()
     } else {
         more
     };
     let newer_exists = if direction == NEWER {
         more
     } else {
-        !fetch(">", "ASC", first_id, 1).await?.is_empty()
+        !fetch(">", "ASC", first_key.clone(), 1).await?.is_empty()
     };
-    let link = |direction: i64, id: i64| cursor::encode(store, account_id, list, &[direction, id]);
+    let link = |direction: i64, key: &[i64]| {
+        let mut position = vec![direction];
+        position.extend_from_slice(key);
+        cursor::encode(store, account_id, list, &position)
+    };
     Ok(PanelPage {
-        older: older_exists.then(|| link(OLDER, last_id)).transpose()?,
-        newer: newer_exists.then(|| link(NEWER, first_id)).transpose()?,
+        older: older_exists.then(|| link(OLDER, &last_key)).transpose()?,
+        newer: newer_exists.then(|| link(NEWER, &first_key)).transpose()?,
         items,
     })
 }
@@ -129,8 +150,8 @@ pub struct LedgerRow {
 }
 
 impl Keyed for LedgerRow {
-    fn row_id(&self) -> i64 {
-        self.entry_id
+    fn sort_key(&self) -> Vec<i64> {
+        vec![self.entry_id]
     }
 }
 
@@ -151,7 +172,7 @@ pub async fn ledger_page(
         account_id,
         List::PanelLedger,
         LEDGER_SELECT,
-        "l.id",
+        &["l.id"],
         product_slug,
         cursor,
         LEDGER_PAGE_SIZE,
@@ -203,8 +224,8 @@ pub struct PromoBatchRow {
 }
 
 impl Keyed for PromoBatchRow {
-    fn row_id(&self) -> i64 {
-        self.row_id
+    fn sort_key(&self) -> Vec<i64> {
+        vec![self.row_id]
     }
 }
 
@@ -228,7 +249,7 @@ pub async fn promo_batches(
         account_id,
         List::PanelPromoBatches,
         &select,
-        "b.id",
+        &["b.id"],
         "",
         cursor,
         PROMO_BATCHES_PAGE_SIZE,
@@ -250,8 +271,8 @@ pub struct LicenseRow {
 }
 
 impl Keyed for LicenseRow {
-    fn row_id(&self) -> i64 {
-        self.row_id
+    fn sort_key(&self) -> Vec<i64> {
+        vec![self.row_id]
     }
 }
 
@@ -271,7 +292,7 @@ pub async fn licenses(
          l.starts_utc, l.expires_utc, l.revoked_utc FROM licenses l JOIN users u ON u.id = l.user_id \
          JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
-        "l.id",
+        &["l.id"],
         login,
         cursor,
         LICENSES_PAGE_SIZE,

@@ -20,7 +20,7 @@ use crate::store::Store;
 
 pub use read::{
     AuditPage, CURSOR_MAX_CHARS, Cursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, account_page,
-    operator_log, parse_limit,
+    operator_log, panel_page, parse_limit,
 };
 
 /// Longest free text kept in an entry's details (a key name, a description), in characters.
@@ -62,16 +62,31 @@ impl Actor {
         }
     }
 
-    /// The operator at this terminal: the OS user running the command (`$USER`, else
-    /// `$LOGNAME`), or `unknown`.
+    /// The operator at this terminal: the OS user running the command, found from the
+    /// process's real uid (never from `$USER` or `$LOGNAME`, which anyone can set and cron or a
+    /// container may leave unset); `uid:<n>` when the uid has no user name.
     pub fn cli_user() -> Self {
-        let user = std::env::var("USER")
-            .or_else(|_| std::env::var("LOGNAME"))
-            .ok()
-            .filter(|user| !user.trim().is_empty())
-            .unwrap_or_else(|| "unknown".to_owned());
-        Self::Cli(user)
+        Self::Cli(os_user())
     }
+}
+
+/// The name of the user the process runs as (its real uid), or `uid:<n>`.
+#[cfg(unix)]
+fn os_user() -> String {
+    let uid = uzers::get_current_uid();
+    let name = uzers::get_user_by_uid(uid).map(|user| user.name().to_string_lossy().into_owned());
+    user_label(uid, name)
+}
+
+#[cfg(not(unix))]
+fn os_user() -> String {
+    "unknown".to_owned()
+}
+
+/// A user's name, or `uid:<n>` when the uid has none (or an empty one).
+fn user_label(uid: u32, name: Option<String>) -> String {
+    name.filter(|name| !name.trim().is_empty())
+        .unwrap_or_else(|| format!("uid:{uid}"))
 }
 
 /// Who made a change and, over HTTP, from where: what every entry records beside the change.
@@ -345,6 +360,13 @@ mod tests {
             url_for_trail("https://user:pw@hooks.example:8443/in?token=abc#frag"),
             "https://hooks.example:8443/in"
         );
+    }
+
+    #[test]
+    fn a_uid_without_a_name_is_named_by_its_number() {
+        assert_eq!(user_label(1000, Some("ops".into())), "ops");
+        assert_eq!(user_label(1000, None), "uid:1000");
+        assert_eq!(user_label(1000, Some(" ".into())), "uid:1000");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use sqlx::AnyConnection;
 
+use crate::audit::{Action, Entry, Origin, parse_reason};
 use crate::domain::{ClientId, Login};
 use crate::error::{Error, Result};
 use crate::events::{self, EventData};
@@ -64,7 +65,7 @@ pub async fn entitlements(store: &Store, login: &Login) -> Result<Entitlements> 
 }
 
 /// Who revokes a license: a reseller (its own licenses only) or the operator (any, with a
-/// reason for the record).
+/// reason for the record: 1-500 characters, no control characters, as for a correction).
 #[derive(Debug, Clone, Copy)]
 pub enum Revoker<'a> {
     /// The reseller, with an API key or signed in to the panel.
@@ -145,20 +146,20 @@ pub async fn reseller_license(
 /// The license keeps its period as granted. Revoking a revoked license changes nothing and
 /// answers it as it is. An id that is not one of the reseller's licenses, malformed or not, is
 /// [`Error::LicenseNotFound`]. No unit goes back to the balance.
+///
+/// A revocation that changes the license writes its `license.revoked` entry (by `origin`'s
+/// actor, with the operator's reason) in the same transaction; a repeat writes none.
 pub async fn revoke_license(
     store: &Store,
     revoker: Revoker<'_>,
     license_id: &str,
+    origin: &Origin,
 ) -> Result<LicenseRecord> {
     // Account 0 is no account: the operator may revoke any license.
     let account_id = match revoker {
         Revoker::Reseller { account_id, .. } => account_id,
         Revoker::Operator { reason } => {
-            if reason.trim().is_empty() || reason.chars().count() > 500 {
-                return Err(
-                    crate::domain::InvalidField::new("reason", "must be 1-500 characters").into(),
-                );
-            }
+            parse_reason(reason)?;
             0
         }
     };
@@ -207,7 +208,16 @@ pub async fn revoke_license(
         )
         .await?;
     }
+    let mut entry = Entry::new(Action::LicenseRevoked, owner)
+        .id("licenseId", license.license_id.clone())
+        .id("productSlug", license.plan_slug.clone())
+        .id("login", license.login.clone());
+    if let Revoker::Operator { reason } = revoker {
+        entry = entry.text("reason", Some(reason));
+    }
+    let written = entry.write(store, &mut tx, origin).await?;
     tx.commit().await?;
+    written.committed(store);
     store.wake_webhook_worker();
     match revoker {
         Revoker::Reseller { client_id, .. } => tracing::info!(

@@ -1,13 +1,14 @@
 //! Voiding promo codes (docs/design.md, "Reading back and voiding"): a reseller withdraws a
-//! whole batch, or listed codes, of its own. A voided code redeems as `Promo.CodeVoided`;
-//! licenses already redeemed from it stay; no unit is returned. Voiding again changes nothing.
+//! whole batch, or listed codes, of its own; the operator withdraws any batch, with a reason.
+//! A voided code redeems as `Promo.CodeVoided`; licenses already redeemed from it stay; no unit
+//! is returned. Voiding again changes nothing.
 //!
 //! Neither write takes an idempotency key: each sets a time once (`voided_utc IS NULL`), so a
 //! repeat is already harmless.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
-use crate::audit::{Action, Entry, Origin};
+use crate::audit::{Action, Entry, Origin, parse_reason};
 use crate::db::{dialect, json_param};
 use crate::domain::InvalidField;
 use crate::error::{Error, Result};
@@ -25,18 +26,35 @@ struct VoidedBatch {
     plan_slug: String,
 }
 
-/// Voids one of the account's batches and answers it as the list shows it. Another
-/// account's or an unknown batch id is [`Error::PromoBatchNotFound`]; a batch voided before
-/// is answered unchanged.
+/// Who voids a batch: its reseller (its own batches only) or the operator (any, with a reason
+/// for the record: 1-500 characters, no control characters, as for a correction).
+#[derive(Debug, Clone, Copy)]
+pub enum Voider<'a> {
+    Reseller { account_id: i64 },
+    Operator { reason: &'a str },
+}
+
+/// Voids a batch and answers it as the list shows it. For a reseller, another account's or an
+/// unknown batch id is [`Error::PromoBatchNotFound`]; for the operator, an unknown one. A batch
+/// voided before is answered unchanged. A void that changes the batch writes its
+/// `promo_batch.voided` entry (by `origin`'s actor, with the operator's reason) and event in
+/// the same transaction; a repeat writes neither.
 pub async fn void_batch(
     store: &Store,
-    account_id: i64,
+    voider: Voider<'_>,
     batch_id: &str,
     origin: &Origin,
 ) -> Result<PromoBatchSummary> {
     if batch_id.is_empty() || batch_id.len() > 64 {
         return Err(Error::PromoBatchNotFound);
     }
+    let (account_id, reason) = match voider {
+        Voider::Reseller { account_id } => (account_id, None),
+        Voider::Operator { reason } => {
+            let reason = parse_reason(reason)?;
+            (batch_owner(store, batch_id).await?, Some(reason))
+        }
+    };
     let mut tx = store.begin_write().await?;
     let now = store.now_utc();
     let voided: Option<VoidedBatch> = sqlx::query_as(
@@ -51,14 +69,14 @@ pub async fn void_batch(
     .await?;
     let mut written = None;
     if let Some(voided) = voided {
-        written = Some(
-            Entry::new(Action::PromoBatchVoided, Some(account_id))
-                .id("batchId", batch_id)
-                .id("orderPublicId", voided.order_public_id.clone())
-                .id("productSlug", voided.plan_slug.clone())
-                .write(store, &mut tx, origin)
-                .await?,
-        );
+        let mut entry = Entry::new(Action::PromoBatchVoided, Some(account_id))
+            .id("batchId", batch_id)
+            .id("orderPublicId", voided.order_public_id.clone())
+            .id("productSlug", voided.plan_slug.clone());
+        if let Some(reason) = reason {
+            entry = entry.text("reason", Some(reason));
+        }
+        written = Some(entry.write(store, &mut tx, origin).await?);
         events::record(
             store,
             &mut tx,
@@ -78,6 +96,15 @@ pub async fn void_batch(
         written.committed(store);
     }
     reads::get_promo_batch(store, account_id, batch_id).await
+}
+
+/// The account a batch belongs to; an unknown batch is [`Error::PromoBatchNotFound`].
+async fn batch_owner(store: &Store, batch_id: &str) -> Result<i64> {
+    sqlx::query_scalar("SELECT account_id FROM promo_batches WHERE batch_id = $1")
+        .bind(batch_id)
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::PromoBatchNotFound)
 }
 
 /// Voids each listed code that belongs to one of the account's batches (1–1000 codes, as
@@ -119,22 +146,25 @@ pub async fn void_codes(
     .bind(param.as_str())
     .fetch_all(&mut *tx)
     .await?;
-    let newly_voided = sqlx::query(sqlx::AssertSqlSafe(format!(
+    // The batch of each code voided now (one row per code).
+    let newly_voided: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "UPDATE promo_codes SET voided_utc = $3 WHERE code_hash IN \
-         (SELECT c.code_hash FROM promo_codes c WHERE {own_codes}) AND voided_utc IS NULL"
+         (SELECT c.code_hash FROM promo_codes c WHERE {own_codes}) AND voided_utc IS NULL \
+         RETURNING (SELECT b.batch_id FROM promo_batches b WHERE b.id = promo_codes.batch_row_id)"
     )))
     .bind(account_id)
     .bind(param.as_str())
     .bind(store.now_utc())
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    // The trail counts the codes; it never names one.
+    .fetch_all(&mut *tx)
+    .await?;
+    // The trail counts the codes and names their batches; it never names a code.
     let mut written = None;
-    if newly_voided > 0 {
+    if !newly_voided.is_empty() {
+        let batch_ids: BTreeSet<&str> = newly_voided.iter().map(String::as_str).collect();
         written = Some(
             Entry::new(Action::PromoCodesVoided, Some(account_id))
-                .value("voided", newly_voided)
+                .value("voided", newly_voided.len())
+                .value("batchIds", Vec::from_iter(batch_ids))
                 .write(store, &mut tx, origin)
                 .await?,
         );

@@ -280,7 +280,8 @@ pub async fn low_balance_alerts(store: &Store, account_id: i64) -> Result<Vec<Lo
 }
 
 /// Sets a product's low-balance threshold (0 turns it off). An unknown plan is
-/// [`Error::UnknownPlan`].
+/// [`Error::UnknownPlan`]. Only a change is written and recorded (`alert.set`): the value it
+/// already has (an alert never set is off) changes nothing.
 pub async fn set_low_balance_alert(
     store: &Store,
     account_id: i64,
@@ -297,22 +298,35 @@ pub async fn set_low_balance_alert(
     }
     let mut tx = store.begin_write().await?;
     let plan_row = find_plan(&mut tx, &plan).await?;
-    sqlx::query(
+    // One conditional statement, so that concurrent requests setting the same value make one
+    // change between them. Off needs no row: only an alert that is on is turned off.
+    let statement = if threshold == 0 {
+        "UPDATE balance_alerts SET low_balance_threshold = $3 \
+         WHERE account_id = $1 AND plan_id = $2 AND low_balance_threshold <> $3"
+    } else {
         "INSERT INTO balance_alerts (account_id, plan_id, low_balance_threshold) VALUES ($1, $2, $3) \
-         ON CONFLICT (account_id, plan_id) DO UPDATE SET low_balance_threshold = excluded.low_balance_threshold",
-    )
-    .bind(account_id)
-    .bind(plan_row.id)
-    .bind(threshold)
-    .execute(&mut *tx)
-    .await?;
-    let written = Entry::new(Action::AlertSet, Some(account_id))
-        .id("productSlug", plan.to_string())
-        .value("lowBalanceThreshold", threshold)
-        .write(store, &mut tx, origin)
-        .await?;
-    tx.commit().await?;
-    written.committed(store);
+         ON CONFLICT (account_id, plan_id) DO UPDATE SET low_balance_threshold = excluded.low_balance_threshold \
+         WHERE balance_alerts.low_balance_threshold <> excluded.low_balance_threshold"
+    };
+    let changed = sqlx::query(statement)
+        .bind(account_id)
+        .bind(plan_row.id)
+        .bind(threshold)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+        > 0;
+    if changed {
+        let written = Entry::new(Action::AlertSet, Some(account_id))
+            .id("productSlug", plan.to_string())
+            .value("lowBalanceThreshold", threshold)
+            .write(store, &mut tx, origin)
+            .await?;
+        tx.commit().await?;
+        written.committed(store);
+    } else {
+        tx.rollback().await?;
+    }
     Ok(LowBalanceAlert {
         product_slug: plan.to_string(),
         low_balance_threshold: threshold,

@@ -7,11 +7,13 @@ use partner_billing_tests::{Db, TestApp, both_databases};
 use serde_json::{Value, json};
 
 use crate::audit_trail::{actions, activity, all_entries};
+use crate::panel::{between, get, sign_in};
 
 both_databases!(
     a_change_whose_transaction_fails_leaves_no_entry,
     refused_input_changes_nothing_and_leaves_no_entry,
     activity_pages_by_keyset_without_repeats_or_gaps,
+    the_activity_page_links_older_and_newer_pages_by_cursor,
     the_trail_refuses_update_and_delete,
     licenses_add_no_entry
 );
@@ -168,6 +170,78 @@ async fn activity_pages_by_keyset_without_repeats_or_gaps(db: Db) {
     }
     assert_eq!(pages, 3);
     assert_eq!(paged, all, "every entry once, in order");
+    app.stop().await;
+}
+
+/// The `href` of the page's link with `rel` (`next`: "Older", `prev`: "Newer").
+fn page_link(body: &str, rel: &str) -> Option<String> {
+    let at = body.find(&format!("\" rel=\"{rel}\""))?;
+    let start = body[..at].rfind("href=\"")? + "href=\"".len();
+    Some(body[start..at].replace("&amp;", "&"))
+}
+
+/// The rows of the page's `table#activity`.
+fn activity_rows(body: &str) -> Vec<&str> {
+    between(body, "<tbody>", "</tbody>")
+        .unwrap_or_default()
+        .split("<tr>")
+        .skip(1)
+        .collect()
+}
+
+async fn the_activity_page_links_older_and_newer_pages_by_cursor(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    app.plan("pro").await;
+    let r = app.reseller().await;
+    app.credit(&r, "pro", 1).await;
+    let token = app.session(&r.client_id, &r.password).await;
+    for threshold in 1..=60 {
+        let set = app
+            .http
+            .put(app.url("/v1/billing/resellers/me/alerts/pro"))
+            .bearer_auth(&token)
+            .json(&json!({ "lowBalanceThreshold": threshold }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(set.status(), 200);
+    }
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let total = all_entries(&app, &token).await.len();
+    assert!(total > 60 && total <= 100, "{total}");
+
+    let newest = get(&app, "/panel/activity", &cookie).await;
+    assert_eq!(newest.status, 200);
+    assert_eq!(
+        page_link(&newest.body, "prev"),
+        None,
+        "no Newer on the first page"
+    );
+    let older = page_link(&newest.body, "next").expect("an Older link");
+    assert!(older.starts_with("/panel/activity?cursor="), "{older}");
+    let second = get(&app, &older, &cookie).await;
+    assert_eq!(second.status, 200);
+    assert_eq!(page_link(&second.body, "next"), None, "the last page");
+    let newer = page_link(&second.body, "prev").expect("a Newer link");
+    assert!(
+        newer.starts_with("/panel/activity?cursor="),
+        "Newer carries a cursor: {newer}"
+    );
+    let (first_rows, second_rows) = (activity_rows(&newest.body), activity_rows(&second.body));
+    assert_eq!(first_rows.len(), 50);
+    assert_eq!(
+        first_rows.len() + second_rows.len(),
+        total,
+        "no repeat, no gap"
+    );
+    // "Newer" from the second page is the first page again.
+    let back = get(&app, &newer, &cookie).await;
+    assert_eq!(activity_rows(&back.body), first_rows);
+    assert_eq!(page_link(&back.body, "prev"), None);
+    assert_eq!(
+        page_link(&back.body, "next").as_deref(),
+        Some(older.as_str())
+    );
     app.stop().await;
 }
 

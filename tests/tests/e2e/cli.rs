@@ -10,15 +10,17 @@ use serde_json::Value;
 
 both_databases!(readme_walkthrough, webhooks_and_alerts_with_the_cli);
 
-struct Cli<'a> {
-    database_url: &'a str,
-    base_url: &'a str,
-    dir: &'a TempDir,
-    env: Vec<(&'static str, String)>,
+/// The `partner-billing` binary with a clean environment: the database and service named,
+/// `HOME` and the working directory in `dir`, and `env` besides.
+pub(crate) struct Cli<'a> {
+    pub(crate) database_url: &'a str,
+    pub(crate) base_url: &'a str,
+    pub(crate) dir: &'a TempDir,
+    pub(crate) env: Vec<(&'static str, String)>,
 }
 
 impl Cli<'_> {
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    pub(crate) fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut child = Command::new(binary("partner-billing"))
             .args(args)
             .env_clear()
@@ -40,7 +42,7 @@ impl Cli<'_> {
         child.wait_with_output().expect("cli output")
     }
 
-    fn json(&self, args: &[&str], stdin: Option<&str>) -> Value {
+    pub(crate) fn json(&self, args: &[&str], stdin: Option<&str>) -> Value {
         let output = self.run(args, stdin);
         assert!(
             output.status.success(),

@@ -3,6 +3,7 @@
 
 mod abuse;
 mod audit_trail;
+mod audit_trail_changes;
 mod audit_trail_rules;
 mod auth;
 mod browser;
@@ -19,6 +20,7 @@ mod keys;
 mod licenses;
 mod master_key;
 mod operations;
+mod operator_cli;
 mod outage;
 mod panel;
 mod panel_browser;

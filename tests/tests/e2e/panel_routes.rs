@@ -229,4 +229,49 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         events_before
     );
     sign_in(&app, &r.client_id, &r.password).await;
+
+    // Every route was requested above: each is counted under its own template (the access log
+    // takes the same label), none as "unmatched".
+    let scrape = app
+        .http
+        .get(&app.metrics_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for route in &routes {
+        let label = format!("route=\"{}\"", template(route.path));
+        assert!(
+            scrape.contains(&label),
+            "{} {}: no {label} in the metrics",
+            route.method,
+            route.path
+        );
+    }
+    assert!(
+        !scrape.contains("route=\"unmatched\""),
+        "a panel route counted as unmatched"
+    );
+}
+
+/// The label a route's requests are counted under: its path under `/panel`, each parameter
+/// named as in the API (`{apiKeyId}`).
+fn template(path: &str) -> String {
+    let segments: Vec<&str> = path
+        .split('/')
+        .map(|segment| match segment {
+            ":api_key_id" => "{apiKeyId}",
+            ":webhook_endpoint_id" => "{webhookEndpointId}",
+            ":batch_id" => "{batchId}",
+            ":license_id" => "{licenseId}",
+            ":file" => "{file}",
+            s if s.starts_with(':') => panic!("give this test a label for {s} ({path})"),
+            s => s,
+        })
+        .collect();
+    format!("/panel{}", segments.join("/"))
+        .trim_end_matches('/')
+        .to_owned()
 }

@@ -83,7 +83,7 @@ pub enum AdminCommand {
     /// Operator tokens: the product backend's credential on the product API.
     #[command(subcommand)]
     OperatorToken(operator_tokens::OperatorTokenCommand),
-    /// Promo codes, on an end user's behalf (support staff).
+    /// Promo codes: redeeming one on an end user's behalf (support staff), voiding a batch.
     #[command(subcommand)]
     Promo(promo::PromoCommand),
     /// Consistency checks.
@@ -107,7 +107,8 @@ pub struct ClientIdArg {
 /// (12-128 characters).
 async fn password_from_stdin() -> Result<Password> {
     let line = read_password("New panel password: ").await?;
-    Password::parse("password", &line).map_err(|e| partner_billing::Error::from(e).into())
+    Password::parse("password", &line)
+        .map_err(|e| args::usage(format!("the password on stdin {}", e.message)))
 }
 
 pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
@@ -120,7 +121,9 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
     };
     // Only a redemption needs the master key; it is loaded (never created) before the
     // database is touched, so a missing key changes nothing.
-    if let AdminCommand::Promo(_) = &args.command {
+    if let AdminCommand::Promo(command) = &args.command
+        && command.needs_master_key()
+    {
         promo::load_master_key(args.master_key_file.as_deref(), &args.database_url)?;
     }
     let mut store = Store::connect(&args.database_url, Clock::system())
@@ -174,7 +177,7 @@ async fn purge(store: &Store, out: Output) -> Result<()> {
 }
 
 /// A library error shown with its API code first (`Promo.CodeNotFound: promo code not found`),
-/// keeping the error as its source so the exit status can tell a validation failure.
+/// keeping the error as its source.
 #[derive(Debug)]
 struct Coded {
     err: partner_billing::Error,

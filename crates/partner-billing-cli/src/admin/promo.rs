@@ -1,15 +1,17 @@
 //! `partner-billing admin promo …`: support staff redeem a promo code on an end user's behalf,
-//! as the product's backend would; needs the master key.
+//! as the product's backend would (needs the master key); the operator voids a batch.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use clap::Subcommand;
+use partner_billing::audit::Origin;
 use partner_billing::crypto::{MasterKey, MasterKeyError, default_master_key_path};
 use partner_billing::domain::{IdempotencyKey, Login};
 use partner_billing::operators;
 use partner_billing::redemption::{self, RedeemPromoCode};
 use partner_billing::store::Store;
+use partner_billing::voids::{self, Voider};
 use partner_billing::wire::RedeemedLicense;
 use serde::Serialize;
 
@@ -42,6 +44,25 @@ pub enum PromoCommand {
         #[arg(long, value_name = "K", value_parser = args::idempotency_key)]
         idempotency_key: Option<IdempotencyKey>,
     },
+    /// Voids any reseller's batch, as its reseller can: none of its codes redeems any more;
+    /// licenses already redeemed stay; nothing is refunded. Recorded in the audit trail
+    /// (`promo_batch.voided`) with the reason; again: nothing changes. Prints the batch as the
+    /// read API shows it.
+    Void {
+        /// The batch to void.
+        #[arg(long, value_name = "B")]
+        batch_id: String,
+        /// Why, for the audit trail (1-500 characters, no control characters).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+}
+
+impl PromoCommand {
+    /// Whether the command reads codes, and so needs the master key.
+    pub fn needs_master_key(&self) -> bool {
+        matches!(self, Self::Redeem { .. })
+    }
 }
 
 /// Loads the master key: the named file, else `partner-billing.key` beside the SQLite database
@@ -69,13 +90,42 @@ struct Redeemed<'a> {
 }
 
 pub async fn run(store: &Store, cmd: PromoCommand, out: Output) -> Result<()> {
-    let PromoCommand::Redeem {
-        code,
-        login,
-        idempotency_key,
-    } = cmd;
+    match cmd {
+        PromoCommand::Redeem {
+            code,
+            login,
+            idempotency_key,
+        } => redeem(store, &code, login, idempotency_key, out).await,
+        PromoCommand::Void { batch_id, reason } => void(store, &batch_id, &reason, out).await,
+    }
+}
+
+async fn void(store: &Store, batch_id: &str, reason: &str, out: Output) -> Result<()> {
+    let batch = voids::void_batch(store, Voider::Operator { reason }, batch_id, &Origin::cli())
+        .await
+        .map_err(|err| Coded::new(err, String::new()))?;
+    out.emit(&batch, || {
+        fields(&[
+            ("batchId", batch.batch_id.clone()),
+            ("orderPublicId", batch.order_public_id.clone()),
+            ("plan", batch.plan_slug.clone()),
+            ("codes", batch.count.to_string()),
+            ("redeemed", batch.redeemed.to_string()),
+            ("created", utc(batch.created_utc)),
+            ("voided", opt_utc(batch.voided_utc)),
+        ])
+    })
+}
+
+async fn redeem(
+    store: &Store,
+    code: &str,
+    login: Login,
+    idempotency_key: Option<IdempotencyKey>,
+    out: Output,
+) -> Result<()> {
     let key = idempotency_key.unwrap_or_else(IdempotencyKey::generate);
-    let request = RedeemPromoCode::new(&code, login, key.clone());
+    let request = RedeemPromoCode::new(code, login, key.clone());
     let outcome =
         redemption::redeem_promo_code(store, &operators::OperatorIdentity::console(), request)
             .await

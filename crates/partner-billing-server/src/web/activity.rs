@@ -1,4 +1,5 @@
-//! `GET /panel/activity`: the account's audit trail, newest first, a keyset page at a time.
+//! `GET /panel/activity`: the account's audit trail, newest first, a keyset page at a time with
+//! "Older" and "Newer" links, as every panel list.
 
 use askama::Template;
 use poem::http::StatusCode;
@@ -13,9 +14,6 @@ use partner_billing::wire::AuditEntry;
 use super::layout::{self, Utc};
 use super::session::SignedIn;
 use crate::AppState;
-
-/// Entries per panel page.
-const PAGE_SIZE: i64 = 50;
 
 struct ActivityRow {
     created: Utc,
@@ -35,9 +33,11 @@ impl ActivityRow {
         if let serde_json::Value::Object(details) = &entry.details {
             for (name, value) in details {
                 let value = match value {
-                    serde_json::Value::String(text) => text.clone(),
                     serde_json::Value::Null => continue,
-                    other => other.to_string(),
+                    serde_json::Value::Array(items) => {
+                        items.iter().map(shown).collect::<Vec<_>>().join(", ")
+                    }
+                    other => shown(other),
                 };
                 parts.push(format!("{name}: {value}"));
             }
@@ -52,15 +52,22 @@ impl ActivityRow {
     }
 }
 
+/// A detail's value as text: a string as it is, anything else as JSON.
+fn shown(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
 #[derive(Template)]
 #[template(path = "activity.html")]
 struct ActivityPage {
     csrf: String,
     current: &'static str,
     entries: Vec<ActivityRow>,
-    /// Set when not on the first page: a link back to the newest entries.
-    paged: bool,
     older: Option<String>,
+    newer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -75,20 +82,15 @@ pub async fn page(
     Query(query): Query<ActivityQuery>,
 ) -> Response {
     let cursor = query.cursor.filter(|c| !c.is_empty());
-    let page = match audit::account_page(
-        &state.store,
-        who.account.account_id,
-        Some(PAGE_SIZE),
-        cursor.as_deref(),
-    )
-    .await
+    let page = match audit::panel_page(&state.store, who.account.account_id, cursor.as_deref())
+        .await
     {
         Ok(page) => page,
         Err(Error::Validation(_)) => {
             return layout::message_page(
                 StatusCode::BAD_REQUEST,
                 "Page not found",
-                "This link to an older page is not valid. Go to Activity to see the newest entries.",
+                "This link to another page is not valid. Go to Activity to see the newest entries.",
             );
         }
         Err(err) => return layout::failure(err),
@@ -98,9 +100,9 @@ pub async fn page(
         &ActivityPage {
             csrf: who.csrf,
             current: "activity",
-            entries: page.entries.into_iter().map(ActivityRow::of).collect(),
-            paged: cursor.is_some(),
-            older: page.next_cursor,
+            entries: page.items.into_iter().map(ActivityRow::of).collect(),
+            older: page.older,
+            newer: page.newer,
         },
     )
 }

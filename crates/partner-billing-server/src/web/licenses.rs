@@ -178,7 +178,7 @@ pub async fn revoke(
         account_id,
         client_id: &who.account.client_id,
     };
-    match subscriptions::revoke_license(&state.store, revoker, &license_id).await {
+    match subscriptions::revoke_license(&state.store, revoker, &license_id, &who.origin).await {
         Ok(_) => layout::see_other("/panel/licenses"),
         Err(Error::LicenseNotFound) => not_found(),
         Err(err) => layout::failure(err),

@@ -133,7 +133,10 @@ pub async fn void(
     state: Data<&AppState>,
     Path(batch_id): Path<String>,
 ) -> Response {
-    match voids::void_batch(&state.store, who.account.account_id, &batch_id, &who.origin).await {
+    let voider = voids::Voider::Reseller {
+        account_id: who.account.account_id,
+    };
+    match voids::void_batch(&state.store, voider, &batch_id, &who.origin).await {
         Ok(_) => layout::see_other("/panel/promo-batches"),
         Err(Error::PromoBatchNotFound) => not_found(),
         Err(err) => layout::failure(err),

@@ -1,14 +1,17 @@
-//! Reading the trail: keyset pages newest first, for the reseller (its own account only) and
-//! for the operator (every account, or one; from a time on).
+//! Reading the trail: keyset pages newest first, for the reseller (its own account only: the
+//! JSON list, and the panel's page with "Older" and "Newer" as every panel list has) and for the
+//! operator (every account, or one; from a time on).
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use crate::activity::{self, Keyed, PanelPage};
 use crate::domain::{ClientId, InvalidField};
 use crate::error::Result;
 use crate::keys::account_id_of;
+use crate::reads::cursor::List;
 use crate::store::Store;
 use crate::wire::{AuditEntry, AuditEntryList};
 
@@ -99,6 +102,12 @@ struct EntryRow {
     details: String,
 }
 
+impl Keyed for EntryRow {
+    fn sort_key(&self) -> Vec<i64> {
+        vec![self.created_utc, self.id]
+    }
+}
+
 impl EntryRow {
     fn into_entry(self) -> AuditEntry {
         AuditEntry {
@@ -167,6 +176,32 @@ pub async fn account_page(
         .fetch_all(store.pool())
         .await?;
     Ok(into_page(rows, limit))
+}
+
+/// A page of one account's trail for the panel, newest first by the trail's sort key
+/// (`created_utc`, `id`: the JSON list's order), with the cursors of the older and the newer
+/// page, as every panel list pages.
+pub async fn panel_page(
+    store: &Store,
+    account_id: i64,
+    cursor: Option<&str>,
+) -> Result<PanelPage<AuditEntry>> {
+    let page: PanelPage<EntryRow> = activity::newest_first(
+        store,
+        account_id,
+        List::PanelActivity,
+        &format!("{COLUMNS} WHERE e.account_id = $1 AND $2 = ''"),
+        &["e.created_utc", "e.id"],
+        "",
+        cursor,
+        activity::ACTIVITY_PAGE_SIZE,
+    )
+    .await?;
+    Ok(PanelPage {
+        items: page.items.into_iter().map(EntryRow::into_entry).collect(),
+        older: page.older,
+        newer: page.newer,
+    })
 }
 
 /// The operator's view (`admin audit log`): newest first, every account or one, entries at or

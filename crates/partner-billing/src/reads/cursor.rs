@@ -20,6 +20,7 @@ pub(crate) enum List {
     PanelLedger,
     PanelLicenses,
     PanelPromoBatches,
+    PanelActivity,
 }
 
 impl List {
@@ -31,6 +32,7 @@ impl List {
             Self::PanelLedger => "pled",
             Self::PanelLicenses => "plic",
             Self::PanelPromoBatches => "ppb",
+            Self::PanelActivity => "pact",
         }
     }
 }
