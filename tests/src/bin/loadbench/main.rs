@@ -19,7 +19,9 @@
 #![forbid(unsafe_code)]
 
 mod driver;
+mod history;
 mod http;
+mod lists;
 mod raw;
 mod report;
 mod seed;
@@ -119,6 +121,17 @@ struct Args {
     /// answers 204: the cost of the outbox and its delivery on the write path.
     #[arg(long)]
     webhook_endpoint: bool,
+    /// After the scenarios, grow the hot account (the first) by this many licenses through the
+    /// API, then run the scenarios again on the grown database: first as its growth left the
+    /// planner's statistics (autovacuum is off on the bench database: never analyzed), then
+    /// after `ANALYZE`. The report gives each figure beside the fresh one.
+    #[arg(long, default_value_t = 0)]
+    history: u64,
+    /// Also walk every list of the hot account (read API and panel) to its last page and time
+    /// the first and the last page, and download the ledger CSV reading the server's memory;
+    /// with `--history`, on the grown database (before and after `ANALYZE`).
+    #[arg(long)]
+    lists: bool,
     /// Also write the JSON report to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -192,9 +205,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut report = Report::new(&args, &server_bin, &scenarios);
     for database in &args.databases {
         let fresh = FreshDb::create(database).await?;
-        let result = run_database(&args, &scenarios, &server_bin, &fresh).await;
+        let result = run_database(&args, &scenarios, &server_bin, &fresh, &mut report).await;
         fresh.remove().await;
-        report.runs.extend(result?);
+        result?;
     }
     report.finish();
     match args.format {
@@ -209,13 +222,115 @@ async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every client count and scenario on one fresh database.
+/// Every client count and scenario on one fresh database; with `--history`, again on the grown
+/// database, before and after `ANALYZE`.
 async fn run_database(
     args: &Args,
     scenarios: &[Scenario],
     server_bin: &std::path::Path,
     fresh: &FreshDb,
-) -> anyhow::Result<Vec<RunReport>> {
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let (seeded, receiver) = seed_database(args, fresh).await?;
+    let result = run_seeded(args, scenarios, server_bin, fresh, &seeded, report).await;
+    if let Some(receiver) = receiver {
+        eprintln!(
+            "loadbench: {}: the receiver got {} webhook requests",
+            fresh.label(),
+            receiver.received().len()
+        );
+    }
+    result
+}
+
+async fn run_seeded(
+    args: &Args,
+    scenarios: &[Scenario],
+    server_bin: &std::path::Path,
+    fresh: &FreshDb,
+    seeded: &Seeded,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    if args.history > 0 {
+        history::never_analyze(fresh).await?;
+    }
+    report
+        .runs
+        .extend(run_scenarios(args, scenarios, server_bin, fresh, seeded, None).await?);
+    if args.history == 0 {
+        if args.lists {
+            let lists = lists_run(args, server_bin, fresh, seeded).await?;
+            report.lists.push((fresh.label().to_owned(), lists));
+        }
+        return Ok(());
+    }
+    let server = Server::start(server_bin, fresh, &args.server_log, &args.server_env).await?;
+    let seconds = history::grow(&server, seeded, args.history, fresh.label()).await?;
+    server.stop().await?;
+    eprintln!(
+        "loadbench: {}: {} licenses of history grown through the API in {seconds:.0} s",
+        fresh.label(),
+        args.history
+    );
+    for analyzed in [false, true] {
+        let label = if analyzed {
+            let seconds = history::analyze(fresh).await?;
+            eprintln!("loadbench: {}: ANALYZE took {seconds:.1} s", fresh.label());
+            format!("{} licenses, analyzed", args.history)
+        } else {
+            format!("{} licenses, never analyzed", args.history)
+        };
+        let runs = run_scenarios(
+            args,
+            scenarios,
+            server_bin,
+            fresh,
+            seeded,
+            Some(label.clone()),
+        )
+        .await?;
+        report.runs.extend(runs);
+        if args.lists {
+            let lists = lists_run(args, server_bin, fresh, seeded).await?;
+            report
+                .lists
+                .push((format!("{}, {label}", fresh.label()), lists));
+        }
+    }
+    Ok(())
+}
+
+/// `--lists` against a server started for it.
+async fn lists_run(
+    args: &Args,
+    server_bin: &std::path::Path,
+    fresh: &FreshDb,
+    seeded: &Seeded,
+) -> anyhow::Result<lists::ListsReport> {
+    let server = Server::start(server_bin, fresh, &args.server_log, &args.server_env).await?;
+    let measured = lists::measure(&server, seeded).await;
+    server.stop().await?;
+    let measured = measured?;
+    for list in &measured.lists {
+        eprintln!(
+            "loadbench: {}: {}: {} items in {} pages; first page {:.1} ms, last page {:.1} ms",
+            fresh.label(),
+            list.list,
+            list.items,
+            list.pages,
+            list.first_ms,
+            list.last_ms
+        );
+    }
+    Ok(measured)
+}
+
+/// Seeds the accounts (and, with `--webhook-endpoint`, their endpoints and the receiver, which
+/// answers for the rest of the run).
+async fn seed_database(
+    args: &Args,
+    fresh: &FreshDb,
+) -> anyhow::Result<(Seeded, Option<partner_billing_tests::receiver::Receiver>)> {
     let accounts = args
         .accounts
         .max(args.clients.iter().copied().max().unwrap_or(1));
@@ -226,7 +341,7 @@ async fn run_database(
         fresh.label(),
         seeded.seconds
     );
-    let receiver = if args.webhook_endpoint {
+    if args.webhook_endpoint {
         let receiver = partner_billing_tests::receiver::Receiver::start().await;
         subscribe(fresh, &seeded, &receiver.url).await?;
         eprintln!(
@@ -234,28 +349,38 @@ async fn run_database(
             fresh.label(),
             receiver.url
         );
-        Some(receiver)
-    } else {
-        None
-    };
+        return Ok((seeded, Some(receiver)));
+    }
+    Ok((seeded, None))
+}
+
+/// Every client count and scenario on the database as it is now.
+async fn run_scenarios(
+    args: &Args,
+    scenarios: &[Scenario],
+    server_bin: &std::path::Path,
+    fresh: &FreshDb,
+    seeded: &Seeded,
+    history: Option<String>,
+) -> anyhow::Result<Vec<RunReport>> {
     let warmup = Duration::from_secs_f64(args.warmup);
     let measure = Duration::from_secs_f64(args.seconds);
     let mut runs = Vec::new();
     for &clients in &args.clients {
-        let mut run = RunReport::new(fresh.label(), clients, &seeded);
+        let mut run = RunReport::new(fresh.label(), history.clone(), clients, seeded);
         for &scenario in scenarios {
             let started = Instant::now();
             if scenario == Scenario::Promo {
                 empty_promo_codes(&fresh.url).await?;
             }
             let (http, rss) = http_run(
-                args, server_bin, fresh, &seeded, scenario, clients, warmup, measure,
+                args, server_bin, fresh, seeded, scenario, clients, warmup, measure,
             )
             .await?;
             if scenario == Scenario::Promo {
                 empty_promo_codes(&fresh.url).await?;
             }
-            let raw = raw_run(fresh, &seeded, scenario, clients, warmup, measure).await?;
+            let raw = raw_run(fresh, seeded, scenario, clients, warmup, measure).await?;
             for (path, measured) in [("HTTP", &http), ("raw", &raw)] {
                 if measured.ok == 0 {
                     bail!(
@@ -285,13 +410,6 @@ async fn run_database(
             run.scenarios.push(entry);
         }
         runs.push(run);
-    }
-    if let Some(receiver) = receiver {
-        eprintln!(
-            "loadbench: {}: the receiver got {} webhook requests",
-            fresh.label(),
-            receiver.received().len()
-        );
     }
     Ok(runs)
 }

@@ -8,6 +8,7 @@ use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use crate::driver::Measured;
+use crate::lists::ListsReport;
 use crate::seed::Seeded;
 use crate::{Args, Rss, Scenario};
 
@@ -92,6 +93,9 @@ impl ScenarioReport {
 /// One database at one client count.
 pub struct RunReport {
     pub database: &'static str,
+    /// With `--history`: what the database holds beyond the seed (e.g. "1000000 licenses, never
+    /// analyzed"); `None` for the fresh database.
+    pub history: Option<String>,
     pub clients: usize,
     pub seed_seconds: f64,
     pub accounts: usize,
@@ -99,9 +103,23 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    pub fn new(database: &'static str, clients: usize, seeded: &Seeded) -> Self {
+    /// The database, and its history if any: `postgres (1000000 licenses, analyzed)`.
+    pub fn label(&self) -> String {
+        match &self.history {
+            Some(history) => format!("{} ({history})", self.database),
+            None => self.database.to_owned(),
+        }
+    }
+
+    pub fn new(
+        database: &'static str,
+        history: Option<String>,
+        clients: usize,
+        seeded: &Seeded,
+    ) -> Self {
         Self {
             database,
+            history,
             clients,
             seed_seconds: seeded.seconds,
             accounts: seeded.accounts.len(),
@@ -113,6 +131,8 @@ impl RunReport {
 pub struct Report {
     header: Value,
     pub runs: Vec<RunReport>,
+    /// `--lists`, per database (and history stage).
+    pub lists: Vec<(String, ListsReport)>,
     load_at_start: String,
     load_at_end: String,
 }
@@ -140,6 +160,7 @@ impl Report {
         Self {
             header,
             runs: Vec::new(),
+            lists: Vec::new(),
             load_at_start: loadavg(),
             load_at_end: String::new(),
         }
@@ -149,14 +170,104 @@ impl Report {
         self.load_at_end = loadavg();
     }
 
-    /// Every target of issue 16 that this run's figures can judge.
+    /// Each history run's scenarios against the same database's fresh run at the same client
+    /// count: throughput with history over throughput without.
+    fn history_ratios(&self) -> Vec<(&RunReport, Scenario, f64)> {
+        let mut ratios = Vec::new();
+        for run in self.runs.iter().filter(|r| r.history.is_some()) {
+            let Some(fresh) = self.runs.iter().find(|f| {
+                f.history.is_none() && f.database == run.database && f.clients == run.clients
+            }) else {
+                continue;
+            };
+            for s in &run.scenarios {
+                if let Some(f) = fresh.scenarios.iter().find(|f| f.scenario == s.scenario) {
+                    ratios.push((run, s.scenario, s.http.throughput / f.http.throughput));
+                }
+            }
+        }
+        ratios
+    }
+
+    /// Every performance target that this run's figures can judge.
     fn targets(&self) -> Vec<Value> {
         let mut targets = Vec::new();
         if self.header["smoke"] == true {
             // A smoke run's figures (debug build, half a second) judge nothing.
             return targets;
         }
+        for (run, scenario, ratio) in self.history_ratios() {
+            if scenario != Scenario::Promo {
+                targets.push(target(
+                    run,
+                    &format!("{} throughput with history >= 0.9x fresh", scenario.name()),
+                    ratio,
+                    ratio >= 0.9,
+                ));
+            }
+        }
+        for (label, lists) in &self.lists {
+            let mut judge = |what: String, value: f64, met: bool| {
+                targets.push(json!({
+                    "database": label,
+                    "clients": Value::Null,
+                    "target": what,
+                    "value": round(value, 3),
+                    "met": met,
+                }));
+            };
+            for l in &lists.lists {
+                let ratio = l.last_ms / l.first_ms;
+                judge(
+                    format!("{}: last page <= 3x first page", l.list),
+                    ratio,
+                    ratio <= 3.0,
+                );
+                judge(
+                    format!("{}: last page <= 200 ms", l.list),
+                    l.last_ms,
+                    l.last_ms <= 200.0,
+                );
+            }
+            let csv = &lists.csv;
+            judge(
+                "ledger CSV: first byte < 1000 ms".to_owned(),
+                csv.first_byte_ms,
+                csv.first_byte_ms < 1000.0,
+            );
+            let growth = csv.rss_peak_during_kib.saturating_sub(csv.rss_before_kib) as f64 / 1024.0;
+            judge(
+                "ledger CSV: server RSS growth <= 32 MiB".to_owned(),
+                growth,
+                growth <= 32.0,
+            );
+            let peak = lists.server_peak_kib as f64 / 1024.0;
+            judge(
+                "server peak RSS over the lists <= 128 MiB".to_owned(),
+                peak,
+                peak <= 128.0,
+            );
+        }
         for run in &self.runs {
+            let throughput = |scenario| {
+                run.scenarios
+                    .iter()
+                    .find(|s| s.scenario == scenario)
+                    .map(|s| s.http.throughput)
+            };
+            if run.clients == 64
+                && let (Some(hot), Some(read)) = (
+                    throughput(Scenario::LicenseHot),
+                    throughput(Scenario::Balances),
+                )
+            {
+                targets.push(target(
+                    run,
+                    "license-hot req/s >= 0.9x balances req/s at 64 clients",
+                    hot / read,
+                    hot / read >= 0.9,
+                ));
+            }
             for s in &run.scenarios {
                 match s.scenario {
                     Scenario::LicenseSpread => targets.push(target(
@@ -213,6 +324,7 @@ impl Report {
             .map(|run| {
                 json!({
                     "database": run.database,
+                    "history": run.history,
                     "clients": run.clients,
                     "accounts": run.accounts,
                     "seedSeconds": round(run.seed_seconds, 2),
@@ -225,6 +337,43 @@ impl Report {
                         "throughputRatio": round(s.throughput_ratio(), 3),
                         "p50Ratio": round(s.p50_ratio(), 3),
                     })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        doc["historyRatios"] = self
+            .history_ratios()
+            .into_iter()
+            .map(|(run, scenario, ratio)| {
+                json!({
+                    "database": run.label(),
+                    "clients": run.clients,
+                    "scenario": scenario.name(),
+                    "throughputHistoryOverFresh": round(ratio, 3),
+                })
+            })
+            .collect();
+        doc["lists"] = self
+            .lists
+            .iter()
+            .map(|(label, lists)| {
+                json!({
+                    "database": label,
+                    "lists": lists.lists.iter().map(|l| json!({
+                        "list": l.list,
+                        "pages": l.pages,
+                        "items": l.items,
+                        "firstPageMs": round(l.first_ms, 2),
+                        "lastPageMs": round(l.last_ms, 2),
+                    })).collect::<Vec<_>>(),
+                    "csv": {
+                        "lines": lists.csv.lines,
+                        "bytes": lists.csv.bytes,
+                        "firstByteMs": round(lists.csv.first_byte_ms, 1),
+                        "totalMs": round(lists.csv.total_ms, 1),
+                        "rssBeforeMiB": round(lists.csv.rss_before_kib as f64 / 1024.0, 1),
+                        "rssPeakDuringMiB": round(lists.csv.rss_peak_during_kib as f64 / 1024.0, 1),
+                    },
+                    "serverPeakRssMiB": round(lists.server_peak_kib as f64 / 1024.0, 1),
                 })
             })
             .collect();
@@ -271,7 +420,7 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                    run.database,
+                    run.label(),
                     run.clients,
                     s.scenario.name(),
                     s.http.throughput,
@@ -287,10 +436,63 @@ impl Report {
                 );
             }
         }
+        let ratios = self.history_ratios();
+        if !ratios.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nWith history, throughput over the fresh database's (same run):\n\n\
+                 | database | clients | scenario | history / fresh |\n|---|---:|---|---:|"
+            );
+            for (run, scenario, ratio) in ratios {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.2} |",
+                    run.label(),
+                    run.clients,
+                    scenario.name(),
+                    ratio
+                );
+            }
+        }
+        for (label, lists) in &self.lists {
+            let _ = writeln!(
+                out,
+                "\nLists of the hot account, {label} (median of 5 fetches per page):\n\n\
+                 | list | items | pages | first page ms | last page ms | last / first |\n\
+                 |---|---:|---:|---:|---:|---:|"
+            );
+            for l in &lists.lists {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                    l.list,
+                    l.items,
+                    l.pages,
+                    l.first_ms,
+                    l.last_ms,
+                    l.last_ms / l.first_ms
+                );
+            }
+            let csv = &lists.csv;
+            let _ = writeln!(
+                out,
+                "\nLedger CSV: {} lines, {:.1} MB; first byte after {:.1} ms, all of it in {:.1} s; \
+                 server RSS {:.1} MiB before, at most {:.1} MiB during (+{:.1} MiB); server peak \
+                 RSS over its life {:.1} MiB.",
+                csv.lines,
+                csv.bytes as f64 / 1e6,
+                csv.first_byte_ms,
+                csv.total_ms / 1000.0,
+                csv.rss_before_kib as f64 / 1024.0,
+                csv.rss_peak_during_kib as f64 / 1024.0,
+                csv.rss_peak_during_kib.saturating_sub(csv.rss_before_kib) as f64 / 1024.0,
+                lists.server_peak_kib as f64 / 1024.0,
+            );
+        }
         let _ = writeln!(out);
         for (i, run) in self.runs.iter().enumerate() {
-            // One seed per database, shared by its client counts.
-            if i > 0 && self.runs[i - 1].database == run.database {
+            // One seed per database, shared by its client counts and history stages.
+            if run.history.is_some() || (i > 0 && self.runs[i - 1].database == run.database) {
                 continue;
             }
             let _ = writeln!(
@@ -303,11 +505,14 @@ impl Report {
         if !targets.is_empty() {
             let _ = writeln!(out, "\nTargets (informational):\n");
             for t in targets {
+                let clients = match t["clients"].as_u64() {
+                    Some(n) => format!(" {n} clients"),
+                    None => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "- {} {} clients: {}: {:.2} -> {}",
+                    "- {}{clients}: {}: {:.2} -> {}",
                     t["database"].as_str().unwrap_or_default(),
-                    t["clients"],
                     t["target"].as_str().unwrap_or_default(),
                     t["value"].as_f64().unwrap_or(f64::NAN),
                     if t["met"] == true { "met" } else { "MISSED" },
@@ -320,7 +525,7 @@ impl Report {
 
 fn target(run: &RunReport, what: &str, value: f64, met: bool) -> Value {
     json!({
-        "database": run.database,
+        "database": run.label(),
         "clients": run.clients,
         "target": what,
         "value": round(value, 3),

@@ -138,6 +138,8 @@ pub struct Account {
 pub struct Seeded {
     pub accounts: Arc<Vec<Account>>,
     pub logins: Arc<Vec<String>>,
+    /// The panel password of the first account (the hot one), for `--lists`.
+    pub first_password: String,
     pub seconds: f64,
 }
 
@@ -159,10 +161,11 @@ pub async fn seed(url: &str, count: usize) -> anyhow::Result<Seeded> {
     .await?;
     let logins: Vec<String> = (0..LOGINS).map(|i| format!("bench-user-{i:04}")).collect();
     let logins = Arc::new(logins);
+    let first_password = format!("pw-{}", uuid::Uuid::new_v4().simple());
     let first = accounts::create_reseller(
         &store,
         "Loadbench 0",
-        Password::parse("password", &format!("pw-{}", uuid::Uuid::new_v4().simple()))?,
+        Password::parse("password", &first_password)?,
         &partner_billing::audit::Origin::cli(),
     )
     .await?;
@@ -238,6 +241,7 @@ pub async fn seed(url: &str, count: usize) -> anyhow::Result<Seeded> {
     Ok(Seeded {
         accounts: Arc::new(made.into_iter().map(|(_, a)| a).collect()),
         logins,
+        first_password,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -135,13 +135,22 @@ impl Server {
 
     /// The process's peak resident set size so far (`VmHWM`), in KiB.
     pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmHWM:")
+    }
+
+    /// The process's resident set size now (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmRSS:")
+    }
+
+    fn status_kib(&self, field: &str) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
             .context("cannot read the server's /proc status")?;
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .find_map(|line| line.strip_prefix(field))
             .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .context("no VmHWM in the server's /proc status")
+            .with_context(|| format!("no {field} in the server's /proc status"))
     }
 
     /// SIGTERM, then waits up to 15 s for the graceful exit (SIGKILL after that).
