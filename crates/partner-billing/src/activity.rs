@@ -8,6 +8,7 @@
 
 use futures_util::Stream;
 
+use crate::domain::Login;
 use crate::error::Result;
 use crate::reads::cursor::{self, List};
 use crate::store::Store;
@@ -256,11 +257,11 @@ impl Keyed for LicenseRow {
 }
 
 /// The account's licenses, newest first, a page at a time, optionally for one login
-/// (compared exactly; `""` for all).
+/// (compared exactly).
 pub async fn licenses(
     store: &Store,
     account_id: i64,
-    login: &str,
+    login: Option<&Login>,
     cursor: Option<&str>,
 ) -> Result<PanelPage<LicenseRow>> {
     newest_first(
@@ -272,7 +273,7 @@ pub async fn licenses(
          JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
         "l.id",
-        login,
+        login.map_or("", Login::as_str),
         cursor,
         LICENSES_PAGE_SIZE,
     )

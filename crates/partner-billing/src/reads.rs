@@ -11,7 +11,7 @@ pub(crate) mod cursor;
 use serde_json::Value;
 
 use crate::db::dialect;
-use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug};
+use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug, PromoBatchId};
 use crate::error::{Error, Result};
 use crate::idempotency::Scope;
 use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
@@ -143,13 +143,11 @@ pub async fn get_license(
     account_id: i64,
     license_id: &str,
 ) -> Result<LicenseRecord> {
-    if license_id.is_empty() || license_id.len() > 64 {
-        return Err(Error::LicenseNotFound);
-    }
+    let license_id = crate::subscriptions::parse_license_id(license_id)?;
     let sql = format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND l.license_id = $2");
     let row: Option<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
-        .bind(license_id)
+        .bind(license_id.to_string())
         .fetch_optional(store.pool())
         .await?;
     row.map(|row| row.record).ok_or(Error::LicenseNotFound)
@@ -197,6 +195,12 @@ pub async fn list_promo_batches(
     })
 }
 
+/// The batch a `batchId` names; any other text, malformed or not, names none: it is answered
+/// [`Error::PromoBatchNotFound`] like an unknown id, and never sent to the database.
+pub(crate) fn parse_batch_id(batch_id: &str) -> Result<PromoBatchId> {
+    PromoBatchId::parse("batchId", batch_id).map_err(|_| Error::PromoBatchNotFound)
+}
+
 /// One of the account's promo batches by its `batchId`; any other is
 /// [`Error::PromoBatchNotFound`].
 pub async fn get_promo_batch(
@@ -204,14 +208,20 @@ pub async fn get_promo_batch(
     account_id: i64,
     batch_id: &str,
 ) -> Result<PromoBatchSummary> {
-    if batch_id.is_empty() || batch_id.len() > 64 {
-        return Err(Error::PromoBatchNotFound);
-    }
+    promo_batch(store, account_id, &parse_batch_id(batch_id)?).await
+}
+
+/// One of the account's promo batches.
+pub(crate) async fn promo_batch(
+    store: &Store,
+    account_id: i64,
+    batch_id: &PromoBatchId,
+) -> Result<PromoBatchSummary> {
     let sql = format!("{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.batch_id = $3");
     let row: Option<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
         .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
-        .bind(batch_id)
+        .bind(batch_id.to_string())
         .fetch_optional(store.pool())
         .await?;
     row.map(|row| row.summary).ok_or(Error::PromoBatchNotFound)

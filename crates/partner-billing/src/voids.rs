@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use crate::audit::{Action, Entry, Origin};
 use crate::db::{dialect, json_param};
 use crate::domain::InvalidField;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::{self, EventData};
 use crate::limits::{PROMO_CODE_INPUT_MAX_CHARS, VOID_CODES_MAX};
 use crate::promo::normalize_code;
@@ -26,17 +26,16 @@ struct VoidedBatch {
 }
 
 /// Voids one of the account's batches and answers it as the list shows it. Another
-/// account's or an unknown batch id is [`Error::PromoBatchNotFound`]; a batch voided before
-/// is answered unchanged.
+/// account's, an unknown or a malformed batch id is
+/// [`Error::PromoBatchNotFound`](crate::Error::PromoBatchNotFound); a batch voided before is
+/// answered unchanged.
 pub async fn void_batch(
     store: &Store,
     account_id: i64,
     batch_id: &str,
     origin: &Origin,
 ) -> Result<PromoBatchSummary> {
-    if batch_id.is_empty() || batch_id.len() > 64 {
-        return Err(Error::PromoBatchNotFound);
-    }
+    let batch_id = reads::parse_batch_id(batch_id)?;
     let mut tx = store.begin_write().await?;
     let now = store.now_utc();
     let voided: Option<VoidedBatch> = sqlx::query_as(
@@ -45,7 +44,7 @@ pub async fn void_batch(
          RETURNING order_public_id, (SELECT p.slug FROM plans p WHERE p.id = promo_batches.plan_id) AS plan_slug",
     )
     .bind(account_id)
-    .bind(batch_id)
+    .bind(batch_id.to_string())
     .bind(now)
     .fetch_optional(&mut *tx)
     .await?;
@@ -53,7 +52,7 @@ pub async fn void_batch(
     if let Some(voided) = voided {
         written = Some(
             Entry::new(Action::PromoBatchVoided, Some(account_id))
-                .id("batchId", batch_id)
+                .id("batchId", batch_id.to_string())
                 .id("orderPublicId", voided.order_public_id.clone())
                 .id("productSlug", voided.plan_slug.clone())
                 .write(store, &mut tx, origin)
@@ -64,20 +63,20 @@ pub async fn void_batch(
             &mut tx,
             account_id,
             EventData::PromoBatchVoided {
-                batch_id: batch_id.to_owned(),
+                batch_id: batch_id.to_string(),
                 order_public_id: voided.order_public_id,
                 product_slug: voided.plan_slug,
                 voided_utc: now,
             },
         )
         .await?;
-        tracing::info!(account_id, batch_id, "promo batch voided");
+        tracing::info!(account_id, batch_id = %batch_id, "promo batch voided");
     }
     tx.commit().await?;
     if let Some(written) = written {
         written.committed(store);
     }
-    reads::get_promo_batch(store, account_id, batch_id).await
+    reads::promo_batch(store, account_id, &batch_id).await
 }
 
 /// Voids each listed code that belongs to one of the account's batches (1–1000 codes, as

@@ -12,6 +12,7 @@ mod contract;
 mod corrections;
 mod crash;
 mod failover;
+mod hostile_input;
 mod hygiene;
 mod isolation;
 mod key_roll;
