@@ -1,7 +1,8 @@
 //! Hostile text in every parameter and body string the published document declares: a NUL byte
 //! or another control character never reaches the database (PostgreSQL refuses a NUL in text
-//! with an error that used to answer 500). The operations are read from the document itself,
-//! so a new one is covered the day it is published.
+//! with an error that used to answer 500), and a path segment that is not UTF-8 is answered as
+//! a malformed one, after the credentials, as a problem body. The operations are read from the
+//! document itself, so a new one is covered the day it is published.
 
 use std::collections::BTreeMap;
 
@@ -11,11 +12,17 @@ use serde_json::{Value, json};
 
 use crate::panel::{get as panel_get, sign_in};
 
-both_databases!(no_parameter_or_body_string_takes_a_control_character_to_the_database);
+both_databases!(
+    no_parameter_or_body_string_takes_a_control_character_to_the_database,
+    a_path_segment_that_is_not_utf8_answers_as_a_malformed_id
+);
 
 /// Percent-encoded values no parameter accepts: NUL alone and inside text, other C0 controls,
 /// DEL and a C1 control.
 const HOSTILE: [&str; 6] = ["%00", "abc%00def", "%01", "%1F", "%7F", "%C2%9B"];
+
+/// Path segments whose percent-escapes are not UTF-8.
+const NOT_UTF8: [&str; 3] = ["%FF", "%FF%FEabcdefgh", "abc%C3def"];
 
 /// Who calls what: an API key for the partner API, an operator token for the product API, a
 /// panel session for the rest.
@@ -47,6 +54,20 @@ impl Callers {
             app.http
                 .request(method, app.url(path))
                 .bearer_auth(&self.panel_token)
+        }
+    }
+
+    /// The request with credentials of the right kind that are wrong.
+    fn wrong_credentials(&self, app: &TestApp, method: Method, path: &str) -> RequestBuilder {
+        if path.starts_with("/v1/billing/partner") {
+            let wrong = Reseller {
+                secret: format!("{}x", self.reseller.secret),
+                ..self.reseller.clone()
+            };
+            app.partner(method, path, &wrong)
+        } else {
+            let token = format!("rps_{}", "0".repeat(43));
+            app.http.request(method, app.url(path)).bearer_auth(token)
         }
     }
 }
@@ -361,5 +382,76 @@ async fn no_parameter_or_body_string_takes_a_control_character_to_the_database(d
     }
     assert_none(&failures);
     app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+async fn a_path_segment_that_is_not_utf8_answers_as_a_malformed_id(db: Db) {
+    let (app, callers) = set_up(&db).await;
+    let bodies = valid_bodies(&callers.reseller);
+    let mut failures = Vec::new();
+    for op in operations(&app).await {
+        let body = bodies.get(format!("{} {}", op.method, op.template).as_str());
+        for (name, place) in &op.parameters {
+            if place != "path" {
+                continue;
+            }
+            for segment in NOT_UTF8 {
+                let path = fill(&op.template, Some(name), segment);
+                let what = format!("{} {path}", op.method);
+                let mut request = callers.request(&app, op.method.clone(), &path);
+                if let Some(body) = body {
+                    request = request.json(body);
+                }
+                let response = request.send().await.unwrap();
+                failures.extend(
+                    check_problem(&what, response, malformed_answer(name))
+                        .await
+                        .err(),
+                );
+                // The credentials come first: with wrong ones, the empty 401 (a parameter the
+                // document bounds by a pattern is refused as malformed before that, as any
+                // malformed value of it is).
+                let mut request = callers.wrong_credentials(&app, op.method.clone(), &path);
+                if let Some(body) = body {
+                    request = request.json(body);
+                }
+                let response = request.send().await.unwrap();
+                let what = format!("{what} with wrong credentials");
+                match malformed_answer(name) {
+                    (404, _, _) | (_, _, Some("idempotencyKey")) => {
+                        let status = response.status();
+                        let body = response.text().await.unwrap();
+                        if status != 401 || !body.is_empty() {
+                            failures.push(format!("{what}: {status} {body:?}, expected 401"));
+                        }
+                    }
+                    expected => {
+                        if response.status() != 401 {
+                            failures.extend(check_problem(&what, response, expected).await.err());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The panel's pages too: an HTML answer as for an unknown id, not a bare text 400.
+    let cookie = sign_in(
+        &app,
+        &callers.reseller.client_id,
+        &callers.reseller.password,
+    )
+    .await;
+    for segment in NOT_UTF8 {
+        let path = format!("/panel/promo-batches/{segment}/void");
+        let page = panel_get(&app, &path, &cookie).await;
+        let html = page.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html");
+        if page.status != 404 || !html {
+            failures.push(format!("{path}: {} {}", page.status, page.body));
+        }
+    }
+    assert_none(&failures);
     app.stop().await;
 }
