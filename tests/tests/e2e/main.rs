@@ -14,6 +14,7 @@ mod crash;
 mod failover;
 mod hostile_input;
 mod hygiene;
+mod idempotency_races;
 mod isolation;
 mod key_roll;
 mod keys;
