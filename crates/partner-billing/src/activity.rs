@@ -45,7 +45,8 @@ const NEWER: i64 = 1;
 
 /// One page of `select` (which binds `$1` the account and `$2` a filter, and ends in a
 /// `WHERE` clause), newest first by `id_col`, starting at `cursor`. Malformed or foreign
-/// cursors are `Request.ValidationFailed` on `cursor`.
+/// cursors, and cursors of the list under another filter, are `Request.ValidationFailed` on
+/// `cursor`; the page's own links carry its filter.
 #[allow(clippy::too_many_arguments)]
 async fn newest_first<T>(
     store: &Store,
@@ -63,7 +64,7 @@ where
     let (direction, position) = match cursor {
         None => (OLDER, i64::MAX),
         Some(text) => {
-            let values = cursor::decode(store, account_id, list, 2, text)?;
+            let values = cursor::decode(store, account_id, list, &[filter], 2, text)?;
             (values[0], values[1])
         }
     };
@@ -109,7 +110,9 @@ where
     } else {
         !fetch(">", "ASC", first_id, 1).await?.is_empty()
     };
-    let link = |direction: i64, id: i64| cursor::encode(store, account_id, list, &[direction, id]);
+    let link = |direction: i64, id: i64| {
+        cursor::encode(store, account_id, list, &[filter], &[direction, id])
+    };
     Ok(PanelPage {
         older: older_exists.then(|| link(OLDER, last_id)).transpose()?,
         newer: newer_exists.then(|| link(NEWER, first_id)).transpose()?,

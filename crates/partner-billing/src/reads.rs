@@ -21,7 +21,7 @@ use crate::wire::{
     RequestStatus,
 };
 
-pub(crate) use cursor::List;
+pub(crate) use cursor::{Filter, List};
 
 /// Which page of a list: how many items, and after which (the previous page's `nextCursor`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,17 +52,19 @@ impl PageRequest {
         }
     }
 
-    /// The sort key the page starts after, or `start` for the first page.
+    /// The sort key the page starts after, or `start` for the first page. The cursor must be
+    /// one of `list` read with the same `filter`.
     fn position(
         &self,
         store: &Store,
         account_id: i64,
         list: List,
+        filter: Filter<'_>,
         start: &[i64],
     ) -> Result<Vec<i64>> {
         match &self.cursor {
             None => Ok(start.to_vec()),
-            Some(text) => cursor::decode(store, account_id, list, start.len(), text),
+            Some(text) => cursor::decode(store, account_id, list, filter, start.len(), text),
         }
     }
 }
@@ -83,6 +85,14 @@ impl LicenseFilter {
                 .map(|p| PlanSlug::parse("planSlug", p))
                 .transpose()?,
         })
+    }
+
+    /// The filter as its cursors seal it: the login, then the plan.
+    fn sealed(&self) -> [&str; 2] {
+        [
+            self.login.as_ref().map_or("", Login::as_str),
+            self.plan.as_ref().map_or("", PlanSlug::as_str),
+        ]
     }
 }
 
@@ -105,7 +115,8 @@ pub async fn list_licenses(
     filter: &LicenseFilter,
     page: &PageRequest,
 ) -> Result<LicenseList> {
-    let before = page.position(store, account_id, List::Licenses, &[i64::MAX])?[0];
+    let sealed = filter.sealed();
+    let before = page.position(store, account_id, List::Licenses, &sealed, &[i64::MAX])?[0];
     // One statement text per filter, each served by its own index (account, [user|plan], id).
     let mut sql = format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND l.id < $2");
     if filter.login.is_some() {
@@ -131,7 +142,7 @@ pub async fn list_licenses(
     Ok(LicenseList {
         licenses: rows.into_iter().map(|row| row.record).collect(),
         next_cursor: next
-            .map(|position| cursor::encode(store, account_id, List::Licenses, &position))
+            .map(|position| cursor::encode(store, account_id, List::Licenses, &sealed, &position))
             .transpose()?,
     })
 }
@@ -175,7 +186,7 @@ pub async fn list_promo_batches(
     account_id: i64,
     page: &PageRequest,
 ) -> Result<PromoBatchList> {
-    let before = page.position(store, account_id, List::PromoBatches, &[i64::MAX])?[0];
+    let before = page.position(store, account_id, List::PromoBatches, &[], &[i64::MAX])?[0];
     let sql = format!(
         "{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.id < $3 ORDER BY b.id DESC LIMIT $4"
     );
@@ -190,7 +201,7 @@ pub async fn list_promo_batches(
     Ok(PromoBatchList {
         promo_batches: rows.into_iter().map(|row| row.summary).collect(),
         next_cursor: next
-            .map(|position| cursor::encode(store, account_id, List::PromoBatches, &position))
+            .map(|position| cursor::encode(store, account_id, List::PromoBatches, &[], &position))
             .transpose()?,
     })
 }
@@ -248,7 +259,8 @@ pub async fn ledger(
     product: Option<&PlanSlug>,
     page: &PageRequest,
 ) -> Result<LedgerPage> {
-    let after = page.position(store, account_id, List::Ledger, &LEDGER_START)?;
+    let sealed = [product.map_or("", PlanSlug::as_str)];
+    let after = page.position(store, account_id, List::Ledger, &sealed, &LEDGER_START)?;
     let product_filter = if product.is_some() {
         " AND l.plan_id = (SELECT id FROM plans WHERE slug = $5)"
     } else {
@@ -279,7 +291,7 @@ pub async fn ledger(
         .map_or(after, |row| vec![row.commit_xact, row.entry.entry_id]);
     Ok(LedgerPage {
         entries: rows.into_iter().map(|row| row.entry).collect(),
-        next_cursor: cursor::encode(store, account_id, List::Ledger, &position)?,
+        next_cursor: cursor::encode(store, account_id, List::Ledger, &sealed, &position)?,
         has_more,
     })
 }

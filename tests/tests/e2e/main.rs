@@ -11,6 +11,7 @@ mod concurrency;
 mod contract;
 mod corrections;
 mod crash;
+mod cursor_filters;
 mod failover;
 mod hostile_input;
 mod hygiene;
