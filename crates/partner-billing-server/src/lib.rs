@@ -20,6 +20,7 @@ pub mod metrics;
 mod origin;
 mod panel;
 mod partner;
+mod path_text;
 mod problem;
 mod product;
 mod reads;
@@ -158,6 +159,9 @@ pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
             "/docs",
             poem::endpoint::make_sync(move |_| poem::web::Html(swagger.clone()).into_response()),
         )
+        // Before routing: a path segment that is not text reaches its handler as a malformed
+        // value, not as poem's bare 400.
+        .around(|ep, req| async move { path_text::text_segments(&ep, req).await })
         .data(state)
         .catch_all_error(|err: poem::Error| async move { error_response(err) })
         // A panic answers 500 like any internal error; its message is never sent (the panic
@@ -232,18 +236,22 @@ fn allowed_methods(path: &str) -> Option<String> {
 /// service's responses.
 fn error_response(err: poem::Error) -> Response {
     use poem_openapi::error::{
-        AuthorizationError, ContentTypeError, ParseParamError, ParseRequestPayloadError,
+        AuthorizationError, ContentTypeError, ParseParamError, ParsePathError,
+        ParseRequestPayloadError,
     };
     if err.is::<AuthorizationError>() {
         return unauthorized_response();
     }
     if err.is::<ParseParamError>()
+        || err.is::<ParsePathError>()
         || err.is::<ParseRequestPayloadError>()
         || err.is::<ContentTypeError>()
     {
         let field = err
             .downcast_ref::<ParseParamError>()
-            .map(|e| e.name.to_owned());
+            .map(|e| e.name)
+            .or_else(|| err.downcast_ref::<ParsePathError>().map(|e| e.name))
+            .map(str::to_owned);
         return ApiError::validation(
             field.unwrap_or_else(|| "body".to_owned()),
             "The request is malformed.",

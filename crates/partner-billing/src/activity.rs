@@ -10,6 +10,7 @@
 
 use futures_util::Stream;
 
+use crate::domain::Login;
 use crate::error::Result;
 use crate::reads::cursor::{self, List};
 use crate::store::Store;
@@ -49,8 +50,9 @@ const NEWER: i64 = 1;
 
 /// One page of `select` (which binds `$1` the account and `$2` a filter, and ends in a
 /// `WHERE` clause), newest first by the `key` columns (most significant first; unique
-/// together), starting at `cursor`. Malformed or foreign cursors are
-/// `Request.ValidationFailed` on `cursor`.
+/// together), starting at `cursor`. Malformed or foreign cursors, and cursors of the list
+/// under another filter, are `Request.ValidationFailed` on `cursor`; the page's own links
+/// carry its filter.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn newest_first<T>(
     store: &Store,
@@ -68,7 +70,7 @@ where
     let (direction, position) = match cursor {
         None => (OLDER, vec![i64::MAX; key.len()]),
         Some(text) => {
-            let values = cursor::decode(store, account_id, list, key.len() + 1, text)?;
+            let values = cursor::decode(store, account_id, list, &[filter], key.len() + 1, text)?;
             (values[0], values[1..].to_vec())
         }
     };
@@ -128,7 +130,7 @@ where
     let link = |direction: i64, key: &[i64]| {
         let mut position = vec![direction];
         position.extend_from_slice(key);
-        cursor::encode(store, account_id, list, &position)
+        cursor::encode(store, account_id, list, &[filter], &position)
     };
     Ok(PanelPage {
         older: older_exists.then(|| link(OLDER, &last_key)).transpose()?,
@@ -277,11 +279,11 @@ impl Keyed for LicenseRow {
 }
 
 /// The account's licenses, newest first, a page at a time, optionally for one login
-/// (compared exactly; `""` for all).
+/// (compared exactly).
 pub async fn licenses(
     store: &Store,
     account_id: i64,
-    login: &str,
+    login: Option<&Login>,
     cursor: Option<&str>,
 ) -> Result<PanelPage<LicenseRow>> {
     newest_first(
@@ -293,7 +295,7 @@ pub async fn licenses(
          JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
         &["l.id"],
-        login,
+        login.map_or("", Login::as_str),
         cursor,
         LICENSES_PAGE_SIZE,
     )

@@ -6,6 +6,7 @@ use rand::RngCore;
 use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use uuid::Uuid;
 
 use crate::limits;
 
@@ -74,6 +75,10 @@ string_newtype!(
 string_newtype!(
     /// Identifies one API key: `rsk_` + 24 base62.
     ApiKeyId
+);
+string_newtype!(
+    /// Identifies one webhook endpoint: `rwe_` + 24 base62.
+    WebhookEndpointId
 );
 
 impl PlanSlug {
@@ -167,6 +172,64 @@ impl ApiKeyId {
         Self(format!("rsk_{}", random_base62(limits::ID_RANDOM_CHARS)))
     }
 }
+
+impl WebhookEndpointId {
+    pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
+        if parse_prefixed(value, "rwe_", limits::ID_RANDOM_CHARS) {
+            Ok(Self(value.to_owned()))
+        } else {
+            Err(InvalidField::new(
+                field,
+                "must be rwe_ followed by 24 letters or digits",
+            ))
+        }
+    }
+
+    pub fn generate() -> Self {
+        Self(format!("rwe_{}", random_base62(limits::ID_RANDOM_CHARS)))
+    }
+}
+
+/// An id that is a UUID (`licenseId`, `batchId`): parsed from its hyphenated form, in either
+/// case, and written back in the lower-case form the service issues and stores.
+macro_rules! uuid_id {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name(Uuid);
+
+        impl $name {
+            /// Anything but a hyphenated UUID (36 characters) is refused: such text names
+            /// nothing the service issued.
+            pub fn parse(field: &'static str, value: &str) -> Result<Self, InvalidField> {
+                match Uuid::try_parse(value) {
+                    Ok(uuid) if value.len() == 36 => Ok(Self(uuid)),
+                    _ => Err(InvalidField::new(field, "must be a hyphenated UUID")),
+                }
+            }
+
+            /// A fresh random (v4) id.
+            pub fn generate() -> Self {
+                Self(Uuid::new_v4())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.hyphenated().fmt(f)
+            }
+        }
+    };
+}
+
+uuid_id!(
+    /// A license's id.
+    LicenseId
+);
+uuid_id!(
+    /// A promo batch's id.
+    PromoBatchId
+);
 
 /// A high-entropy secret: an API key secret (`rss_`), a panel session token (`rps_`) or an
 /// operator token (`rso_`). It never prints itself, compares in constant time, and is stored
@@ -378,9 +441,42 @@ mod tests {
     }
 
     #[test]
+    fn uuid_ids_read_only_a_hyphenated_uuid() {
+        let id = LicenseId::generate().to_string();
+        assert_eq!(LicenseId::parse("licenseId", &id).unwrap().to_string(), id);
+        assert_eq!(
+            LicenseId::parse("licenseId", &id.to_uppercase())
+                .unwrap()
+                .to_string(),
+            id
+        );
+        for malformed in [
+            "",
+            "\0",
+            "abc\0def",
+            &id.replace('-', ""),
+            &format!("{{{id}}}"),
+            &format!("urn:uuid:{id}"),
+            &format!("{id}\0"),
+            &id[1..],
+        ] {
+            assert!(
+                LicenseId::parse("licenseId", malformed).is_err(),
+                "{malformed:?}"
+            );
+            assert!(
+                PromoBatchId::parse("batchId", malformed).is_err(),
+                "{malformed:?}"
+            );
+        }
+    }
+
+    #[test]
     fn generated_identifiers_have_their_documented_shape() {
         assert!(ClientId::parse("c", ClientId::generate().as_str()).is_ok());
         assert!(ApiKeyId::parse("k", ApiKeyId::generate().as_str()).is_ok());
+        assert!(WebhookEndpointId::parse("w", WebhookEndpointId::generate().as_str()).is_ok());
+        assert!(WebhookEndpointId::parse("w", "rwe_\0").is_err());
         for kind in [
             SecretKind::ApiKey,
             SecretKind::PanelSession,

@@ -92,18 +92,17 @@ pub(crate) enum Keyed<T> {
     Replay(String),
 }
 
-/// The check itself, from whether this transaction holds the key's lock and what is stored
-/// under the key: the same rule for [`start`] and [`KeyBatch`].
+/// The check itself, from whether this request holds the key (its claim in this process, its
+/// lock across replicas) and what is stored under the key: the same rule for [`claim`],
+/// [`start`] and [`KeyBatch`]. A stored outcome answers whatever else: the replay, or the key
+/// reused for another request. Only a key with nothing stored that another request holds is in
+/// progress: its first request is still running.
 fn check(
     held: bool,
     stored: Option<&StoredOutcome>,
     fingerprint: &Fingerprint,
 ) -> Result<Keyed<()>> {
-    if !held {
-        return Err(Error::RequestInProgress);
-    }
     match stored {
-        None => Ok(Keyed::Fresh(())),
         Some(stored)
             if stored.operation != fingerprint.operation
                 || stored.fingerprint != fingerprint.digest =>
@@ -111,6 +110,8 @@ fn check(
             Err(Error::IdempotencyKeyReused)
         }
         Some(stored) => Ok(Keyed::Replay(stored.response_body.clone())),
+        None if held => Ok(Keyed::Fresh(())),
+        None => Err(Error::RequestInProgress),
     }
 }
 
@@ -120,24 +121,54 @@ pub(crate) struct Claim {
     _in_flight: InFlightGuard,
 }
 
-/// Claims the key in this process, or answers `RequestInProgress`.
-pub(crate) fn claim(store: &Store, scope: Scope<'_>, key: &IdempotencyKey) -> Result<Claim> {
-    Ok(Claim {
-        _in_flight: store.claim_in_flight(scope.lock_name(key))?,
-    })
+/// Claims the key in this process for `request`, naming its operation (`license`,
+/// `promo_batch`, `promo_redemption`) for the request lookup while it runs. When another
+/// request of this process holds the key, the key's record answers, read without a lock: the
+/// replay of an earlier success, or the key reused for another request; with no record the
+/// first request is still running, and the answer is `RequestInProgress`. A fresh key costs
+/// no statement here.
+pub(crate) async fn claim(
+    store: &Store,
+    request: KeyedRequest<'_>,
+    operation: &'static str,
+) -> Result<Keyed<Claim>> {
+    let name = request.scope.lock_name(request.key);
+    if let Some(in_flight) = store.claim_in_flight(name, operation) {
+        return Ok(Keyed::Fresh(Claim {
+            _in_flight: in_flight,
+        }));
+    }
+    let stored = read_outcome(store.pool(), request.scope, request.key).await?;
+    match check(false, stored.as_ref(), request.fingerprint)? {
+        Keyed::Replay(body) => Ok(Keyed::Replay(body)),
+        Keyed::Fresh(()) => Err(Error::RequestInProgress),
+    }
 }
 
-/// [`claim`], naming the operation (`license`, `promo_batch`) that the request lookup reports
-/// while the request runs.
-pub(crate) fn claim_for(
-    store: &Store,
+/// What is stored under the key, if anything.
+async fn read_outcome<'c, E>(
+    executor: E,
     scope: Scope<'_>,
     key: &IdempotencyKey,
-    operation: &'static str,
-) -> Result<Claim> {
-    Ok(Claim {
-        _in_flight: store.claim_in_flight_for(scope.lock_name(key), operation)?,
-    })
+) -> Result<Option<StoredOutcome>>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    Ok(match scope {
+        Scope::Account(account_id) => sqlx::query_as(
+            "SELECT operation, fingerprint, response_body FROM idempotency_records \
+             WHERE account_id = $1 AND idempotency_key = $2",
+        )
+        .bind(account_id),
+        Scope::Operator(owner) => sqlx::query_as(
+            "SELECT operation, fingerprint, response_body FROM operator_idempotency_records \
+             WHERE scope = $1 AND idempotency_key = $2",
+        )
+        .bind(owner),
+    }
+    .bind(key.as_str())
+    .fetch_optional(executor)
+    .await?)
 }
 
 /// Whether an outcome is already stored for the key: a read without lock or transaction, so a
@@ -190,7 +221,9 @@ pub(crate) async fn start<'a>(
     }
 }
 
-/// Locks the key across replicas (PostgreSQL) and checks its stored outcome, if any.
+/// Locks the key across replicas (PostgreSQL) and checks its stored outcome, if any. The
+/// outcome is read whether the lock was taken or not: another replica may hold it only to
+/// replay the same record.
 async fn stored_outcome(
     store: &Store,
     tx: &mut Tx,
@@ -202,24 +235,7 @@ async fn stored_outcome(
         fingerprint,
     } = request;
     let held = dialect::try_lock_name(store.backend(), tx, &scope.lock_name(key)).await?;
-    if !held {
-        return Err(Error::RequestInProgress);
-    }
-    let stored: Option<StoredOutcome> = match scope {
-        Scope::Account(account_id) => sqlx::query_as(
-            "SELECT operation, fingerprint, response_body FROM idempotency_records \
-             WHERE account_id = $1 AND idempotency_key = $2",
-        )
-        .bind(account_id),
-        Scope::Operator(owner) => sqlx::query_as(
-            "SELECT operation, fingerprint, response_body FROM operator_idempotency_records \
-             WHERE scope = $1 AND idempotency_key = $2",
-        )
-        .bind(owner),
-    }
-    .bind(key.as_str())
-    .fetch_optional(&mut **tx)
-    .await?;
+    let stored = read_outcome(&mut **tx, scope, key).await?;
     check(held, stored.as_ref(), fingerprint)
 }
 

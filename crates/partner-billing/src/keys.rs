@@ -84,6 +84,7 @@ pub async fn roll_api_key(
     origin: &Origin,
 ) -> Result<CreatedApiKey> {
     let grace = parse_roll_grace(expires_in_seconds)?;
+    let api_key_id = parse_api_key_id(api_key_id)?;
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
     let client_id = lock_account(store, &mut tx, account_id).await?;
@@ -92,7 +93,7 @@ pub async fn roll_api_key(
          WHERE {ACTIVE_AT} AND k.api_key_id = $2 AND k.account_id = $3"
     )))
     .bind(now)
-    .bind(api_key_id)
+    .bind(api_key_id.as_str())
     .bind(account_id)
     .fetch_optional(&mut *tx)
     .await?
@@ -105,7 +106,7 @@ pub async fn roll_api_key(
         .execute(&mut *tx)
         .await?;
     let written = Entry::new(Action::ApiKeyRolled, Some(account_id))
-        .id("apiKeyId", api_key_id)
+        .id("apiKeyId", api_key_id.as_str())
         .id("newApiKeyId", created.api_key_id.clone())
         .text("name", created.name.as_deref())
         .value("expiresUtc", expires_utc)
@@ -199,6 +200,12 @@ pub async fn list_api_keys(store: &Store, account_id: i64) -> Result<ApiKeyList>
     Ok(ApiKeyList { api_keys })
 }
 
+/// The key an `apiKeyId` names; any other text, malformed or not, names none: it is answered
+/// [`Error::ApiKeyNotFound`] like an unknown id, and never sent to the database.
+fn parse_api_key_id(api_key_id: &str) -> Result<ApiKeyId> {
+    ApiKeyId::parse("apiKeyId", api_key_id).map_err(|_| Error::ApiKeyNotFound)
+}
+
 /// Revokes a key of this account; revoking a revoked key again succeeds. A key of another
 /// account is [`Error::ApiKeyNotFound`], exactly like an unknown one.
 pub async fn revoke_api_key(
@@ -207,6 +214,7 @@ pub async fn revoke_api_key(
     api_key_id: &str,
     origin: &Origin,
 ) -> Result<()> {
+    let api_key_id = parse_api_key_id(api_key_id)?;
     let now = store.now_utc();
     let mut tx = store.begin_write().await?;
     #[derive(sqlx::FromRow)]
@@ -217,7 +225,7 @@ pub async fn revoke_api_key(
     let key: Option<KeyRow> = sqlx::query_as(
         "SELECT status, name FROM api_keys WHERE api_key_id = $1 AND account_id = $2",
     )
-    .bind(api_key_id)
+    .bind(api_key_id.as_str())
     .bind(account_id)
     .fetch_optional(&mut *tx)
     .await?;
@@ -230,7 +238,7 @@ pub async fn revoke_api_key(
          WHERE api_key_id = $2 AND account_id = $3 AND status <> 'revoked'",
     )
     .bind(now)
-    .bind(api_key_id)
+    .bind(api_key_id.as_str())
     .bind(account_id)
     .execute(&mut *tx)
     .await?
@@ -239,7 +247,7 @@ pub async fn revoke_api_key(
     if revoked > 0 && status != "revoked" {
         written = Some(
             Entry::new(Action::ApiKeyRevoked, Some(account_id))
-                .id("apiKeyId", api_key_id)
+                .id("apiKeyId", api_key_id.as_str())
                 .text("name", name.as_deref())
                 .write(store, &mut tx, origin)
                 .await?,
@@ -249,7 +257,7 @@ pub async fn revoke_api_key(
             &mut tx,
             account_id,
             crate::events::EventData::ApiKeyRevoked {
-                api_key_id: api_key_id.to_owned(),
+                api_key_id: api_key_id.to_string(),
                 name,
             },
         )

@@ -3,7 +3,7 @@
 
 use crate::domain::{IdempotencyKey, Login, PlanSlug};
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Fingerprint, Outcome, Scope};
+use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::store::Store;
 use crate::throttle;
@@ -59,8 +59,16 @@ async fn issue_license_once(
     account: &PartnerAccount,
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
-    let scope = Scope::Account(account.account_id);
-    let _claim = idempotency::claim_for(store, scope, &request.idempotency_key, "license")?;
+    let fingerprint = fingerprint(&request);
+    let keyed = KeyedRequest {
+        scope: Scope::Account(account.account_id),
+        key: &request.idempotency_key,
+        fingerprint: &fingerprint,
+    };
+    let _claim = match idempotency::claim(store, keyed, "license").await? {
+        Keyed::Fresh(claim) => claim,
+        Keyed::Replay(body) => return idempotency::replayed(&body),
+    };
     group::issue(store, account, request).await
 }
 

@@ -7,8 +7,6 @@
 pub const PLAN_SLUG_MAX_CHARS: usize = 64;
 /// An end user's `login`: 1–254 characters, no control characters.
 pub const LOGIN_MAX_CHARS: usize = 254;
-/// A license id is a uuid (36 characters); anything longer names no license.
-pub const LICENSE_ID_MAX_CHARS: usize = 64;
 /// `idempotencyKey`: 8–128 visible ASCII characters.
 pub const IDEMPOTENCY_KEY_MIN_CHARS: usize = 8;
 /// `idempotencyKey`: 8–128 visible ASCII characters.

@@ -11,7 +11,7 @@ pub(crate) mod cursor;
 use serde_json::Value;
 
 use crate::db::dialect;
-use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug};
+use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug, PromoBatchId};
 use crate::error::{Error, Result};
 use crate::idempotency::Scope;
 use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
@@ -21,7 +21,7 @@ use crate::wire::{
     RequestStatus,
 };
 
-pub(crate) use cursor::List;
+pub(crate) use cursor::{Filter, List};
 
 /// Which page of a list: how many items, and after which (the previous page's `nextCursor`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,17 +52,19 @@ impl PageRequest {
         }
     }
 
-    /// The sort key the page starts after, or `start` for the first page.
+    /// The sort key the page starts after, or `start` for the first page. The cursor must be
+    /// one of `list` read with the same `filter`.
     fn position(
         &self,
         store: &Store,
         account_id: i64,
         list: List,
+        filter: Filter<'_>,
         start: &[i64],
     ) -> Result<Vec<i64>> {
         match &self.cursor {
             None => Ok(start.to_vec()),
-            Some(text) => cursor::decode(store, account_id, list, start.len(), text),
+            Some(text) => cursor::decode(store, account_id, list, filter, start.len(), text),
         }
     }
 }
@@ -83,6 +85,14 @@ impl LicenseFilter {
                 .map(|p| PlanSlug::parse("planSlug", p))
                 .transpose()?,
         })
+    }
+
+    /// The filter as its cursors seal it: the login, then the plan.
+    fn sealed(&self) -> [&str; 2] {
+        [
+            self.login.as_ref().map_or("", Login::as_str),
+            self.plan.as_ref().map_or("", PlanSlug::as_str),
+        ]
     }
 }
 
@@ -105,7 +115,8 @@ pub async fn list_licenses(
     filter: &LicenseFilter,
     page: &PageRequest,
 ) -> Result<LicenseList> {
-    let before = page.position(store, account_id, List::Licenses, &[i64::MAX])?[0];
+    let sealed = filter.sealed();
+    let before = page.position(store, account_id, List::Licenses, &sealed, &[i64::MAX])?[0];
     // One statement text per filter, each served by its own index (account, [user|plan], id).
     let mut sql = format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND l.id < $2");
     if filter.login.is_some() {
@@ -131,7 +142,7 @@ pub async fn list_licenses(
     Ok(LicenseList {
         licenses: rows.into_iter().map(|row| row.record).collect(),
         next_cursor: next
-            .map(|position| cursor::encode(store, account_id, List::Licenses, &position))
+            .map(|position| cursor::encode(store, account_id, List::Licenses, &sealed, &position))
             .transpose()?,
     })
 }
@@ -143,13 +154,11 @@ pub async fn get_license(
     account_id: i64,
     license_id: &str,
 ) -> Result<LicenseRecord> {
-    if license_id.is_empty() || license_id.len() > 64 {
-        return Err(Error::LicenseNotFound);
-    }
+    let license_id = crate::subscriptions::parse_license_id(license_id)?;
     let sql = format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND l.license_id = $2");
     let row: Option<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
-        .bind(license_id)
+        .bind(license_id.to_string())
         .fetch_optional(store.pool())
         .await?;
     row.map(|row| row.record).ok_or(Error::LicenseNotFound)
@@ -177,7 +186,7 @@ pub async fn list_promo_batches(
     account_id: i64,
     page: &PageRequest,
 ) -> Result<PromoBatchList> {
-    let before = page.position(store, account_id, List::PromoBatches, &[i64::MAX])?[0];
+    let before = page.position(store, account_id, List::PromoBatches, &[], &[i64::MAX])?[0];
     let sql = format!(
         "{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.id < $3 ORDER BY b.id DESC LIMIT $4"
     );
@@ -192,9 +201,15 @@ pub async fn list_promo_batches(
     Ok(PromoBatchList {
         promo_batches: rows.into_iter().map(|row| row.summary).collect(),
         next_cursor: next
-            .map(|position| cursor::encode(store, account_id, List::PromoBatches, &position))
+            .map(|position| cursor::encode(store, account_id, List::PromoBatches, &[], &position))
             .transpose()?,
     })
+}
+
+/// The batch a `batchId` names; any other text, malformed or not, names none: it is answered
+/// [`Error::PromoBatchNotFound`] like an unknown id, and never sent to the database.
+pub(crate) fn parse_batch_id(batch_id: &str) -> Result<PromoBatchId> {
+    PromoBatchId::parse("batchId", batch_id).map_err(|_| Error::PromoBatchNotFound)
 }
 
 /// One of the account's promo batches by its `batchId`; any other is
@@ -204,14 +219,20 @@ pub async fn get_promo_batch(
     account_id: i64,
     batch_id: &str,
 ) -> Result<PromoBatchSummary> {
-    if batch_id.is_empty() || batch_id.len() > 64 {
-        return Err(Error::PromoBatchNotFound);
-    }
+    promo_batch(store, account_id, &parse_batch_id(batch_id)?).await
+}
+
+/// One of the account's promo batches.
+pub(crate) async fn promo_batch(
+    store: &Store,
+    account_id: i64,
+    batch_id: &PromoBatchId,
+) -> Result<PromoBatchSummary> {
     let sql = format!("{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.batch_id = $3");
     let row: Option<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
         .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
-        .bind(batch_id)
+        .bind(batch_id.to_string())
         .fetch_optional(store.pool())
         .await?;
     row.map(|row| row.summary).ok_or(Error::PromoBatchNotFound)
@@ -238,7 +259,8 @@ pub async fn ledger(
     product: Option<&PlanSlug>,
     page: &PageRequest,
 ) -> Result<LedgerPage> {
-    let after = page.position(store, account_id, List::Ledger, &LEDGER_START)?;
+    let sealed = [product.map_or("", PlanSlug::as_str)];
+    let after = page.position(store, account_id, List::Ledger, &sealed, &LEDGER_START)?;
     let product_filter = if product.is_some() {
         " AND l.plan_id = (SELECT id FROM plans WHERE slug = $5)"
     } else {
@@ -269,7 +291,7 @@ pub async fn ledger(
         .map_or(after, |row| vec![row.commit_xact, row.entry.entry_id]);
     Ok(LedgerPage {
         entries: rows.into_iter().map(|row| row.entry).collect(),
-        next_cursor: cursor::encode(store, account_id, List::Ledger, &position)?,
+        next_cursor: cursor::encode(store, account_id, List::Ledger, &sealed, &position)?,
         has_more,
     })
 }

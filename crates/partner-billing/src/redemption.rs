@@ -185,11 +185,14 @@ async fn redeem_reserved(
     );
     let owner = operator.idempotency_scope();
     let scope = Scope::Operator(&owner);
-    let claim = idempotency::claim(store, scope, &request.idempotency_key)?;
     let keyed = KeyedRequest {
         scope,
         key: &request.idempotency_key,
         fingerprint: &fingerprint,
+    };
+    let claim = match idempotency::claim(store, keyed, "promo_redemption").await? {
+        Keyed::Fresh(claim) => claim,
+        Keyed::Replay(body) => return idempotency::replayed(&body),
     };
     let mut write = match idempotency::start(store, &claim, keyed).await? {
         Keyed::Replay(body) => return idempotency::replayed(&body),

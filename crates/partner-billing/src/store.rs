@@ -183,20 +183,14 @@ impl Store {
     }
 
     /// Claims a scoped idempotency key (`account:1:key`, `operator:token:2:key`) for this
-    /// process until the guard drops; a second claim while the first runs is
-    /// [`crate::Error::RequestInProgress`].
-    pub(crate) fn claim_in_flight(&self, entry: String) -> Result<InFlightGuard> {
-        self.runtime.in_flight.claim(entry)
-    }
-
-    /// [`claim_in_flight`](Self::claim_in_flight), saying which operation runs under the key
-    /// (what the request lookup reports while it runs).
-    pub(crate) fn claim_in_flight_for(
+    /// process until the guard drops, saying which operation runs under it (what the request
+    /// lookup reports while it runs); `None` while another request of this process holds it.
+    pub(crate) fn claim_in_flight(
         &self,
         entry: String,
         operation: &'static str,
-    ) -> Result<InFlightGuard> {
-        self.runtime.in_flight.claim_for(entry, operation)
+    ) -> Option<InFlightGuard> {
+        self.runtime.in_flight.claim(entry, operation)
     }
 
     /// The operation a request of this process runs under a scoped key, if one is.

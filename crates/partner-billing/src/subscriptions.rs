@@ -10,11 +10,10 @@
 use sqlx::AnyConnection;
 
 use crate::audit::{Action, Entry, Origin, parse_reason};
-use crate::domain::{ClientId, Login};
+use crate::domain::{ClientId, LicenseId, Login};
 use crate::error::{Error, Result};
 use crate::events::{self, EventData};
 use crate::keys::PartnerAccount;
-use crate::limits::LICENSE_ID_MAX_CHARS;
 use crate::store::{Store, Tx};
 use crate::wire::{Entitlement, Entitlements, LicenseRecord};
 
@@ -106,23 +105,21 @@ const LICENSE_SELECT: &str = "SELECT l.license_id, p.slug AS plan_slug, u.login,
 
 async fn find_license(
     conn: &mut AnyConnection,
-    license_id: &str,
+    license_id: &LicenseId,
     account_id: i64,
 ) -> Result<LicenseRow> {
     sqlx::query_as(LICENSE_SELECT)
-        .bind(license_id)
+        .bind(license_id.to_string())
         .bind(account_id)
         .fetch_optional(conn)
         .await?
         .ok_or(Error::LicenseNotFound)
 }
 
-/// Whether `text` could name a license (a uuid is hex digits and hyphens): anything else
-/// names none, and is answered so without asking the database (which refuses a NUL byte).
-fn could_be_license_id(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= LICENSE_ID_MAX_CHARS
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+/// The license a `licenseId` names; any other text, malformed or not, names none: it is
+/// answered [`Error::LicenseNotFound`] like an unknown id, and never sent to the database.
+pub(crate) fn parse_license_id(license_id: &str) -> Result<LicenseId> {
+    LicenseId::parse("licenseId", license_id).map_err(|_| Error::LicenseNotFound)
 }
 
 /// One license of the reseller's (`account_id`), as it shows it; any other id is
@@ -132,11 +129,12 @@ pub async fn reseller_license(
     account_id: i64,
     license_id: &str,
 ) -> Result<LicenseRecord> {
-    if !could_be_license_id(license_id) || account_id == 0 {
+    let license_id = parse_license_id(license_id)?;
+    if account_id == 0 {
         return Err(Error::LicenseNotFound);
     }
     let mut conn = store.pool().acquire().await?;
-    Ok(find_license(&mut conn, license_id, account_id)
+    Ok(find_license(&mut conn, &license_id, account_id)
         .await?
         .license)
 }
@@ -163,11 +161,9 @@ pub async fn revoke_license(
             0
         }
     };
-    if !could_be_license_id(license_id) {
-        return Err(Error::LicenseNotFound);
-    }
+    let license_id = parse_license_id(license_id)?;
     let mut tx = store.begin_write().await?;
-    let chain = find_license(&mut tx, license_id, account_id).await?;
+    let chain = find_license(&mut tx, &license_id, account_id).await?;
     if chain.license.revoked_utc.is_some() {
         return Ok(chain.license);
     }
@@ -177,13 +173,13 @@ pub async fn revoke_license(
     // or revoked it.
     let now = store.now_utc();
     lock_head(&mut tx, chain.user_id, chain.plan_id, now).await?;
-    let found = find_license(&mut tx, license_id, account_id).await?;
+    let found = find_license(&mut tx, &license_id, account_id).await?;
     if found.license.revoked_utc.is_some() {
         tx.rollback().await?;
         return Ok(found.license);
     }
     sqlx::query("UPDATE licenses SET revoked_utc = $2 WHERE license_id = $1")
-        .bind(license_id)
+        .bind(license_id.to_string())
         .bind(now)
         .execute(&mut *tx)
         .await?;

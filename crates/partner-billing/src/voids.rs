@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use crate::audit::{Action, Entry, Origin, parse_reason};
 use crate::db::{dialect, json_param};
-use crate::domain::InvalidField;
+use crate::domain::{InvalidField, PromoBatchId};
 use crate::error::{Error, Result};
 use crate::events::{self, EventData};
 use crate::limits::{PROMO_CODE_INPUT_MAX_CHARS, VOID_CODES_MAX};
@@ -38,21 +38,19 @@ pub enum Voider<'a> {
 /// unknown batch id is [`Error::PromoBatchNotFound`]; for the operator, an unknown one. A batch
 /// voided before is answered unchanged. A void that changes the batch writes its
 /// `promo_batch.voided` entry (by `origin`'s actor, with the operator's reason) and event in
-/// the same transaction; a repeat writes neither.
+/// the same transaction; a repeat writes neither. A malformed id is not found either.
 pub async fn void_batch(
     store: &Store,
     voider: Voider<'_>,
     batch_id: &str,
     origin: &Origin,
 ) -> Result<PromoBatchSummary> {
-    if batch_id.is_empty() || batch_id.len() > 64 {
-        return Err(Error::PromoBatchNotFound);
-    }
+    let batch_id = reads::parse_batch_id(batch_id)?;
     let (account_id, reason) = match voider {
         Voider::Reseller { account_id } => (account_id, None),
         Voider::Operator { reason } => {
             let reason = parse_reason(reason)?;
-            (batch_owner(store, batch_id).await?, Some(reason))
+            (batch_owner(store, &batch_id).await?, Some(reason))
         }
     };
     let mut tx = store.begin_write().await?;
@@ -63,14 +61,14 @@ pub async fn void_batch(
          RETURNING order_public_id, (SELECT p.slug FROM plans p WHERE p.id = promo_batches.plan_id) AS plan_slug",
     )
     .bind(account_id)
-    .bind(batch_id)
+    .bind(batch_id.to_string())
     .bind(now)
     .fetch_optional(&mut *tx)
     .await?;
     let mut written = None;
     if let Some(voided) = voided {
         let mut entry = Entry::new(Action::PromoBatchVoided, Some(account_id))
-            .id("batchId", batch_id)
+            .id("batchId", batch_id.to_string())
             .id("orderPublicId", voided.order_public_id.clone())
             .id("productSlug", voided.plan_slug.clone());
         if let Some(reason) = reason {
@@ -82,26 +80,26 @@ pub async fn void_batch(
             &mut tx,
             account_id,
             EventData::PromoBatchVoided {
-                batch_id: batch_id.to_owned(),
+                batch_id: batch_id.to_string(),
                 order_public_id: voided.order_public_id,
                 product_slug: voided.plan_slug,
                 voided_utc: now,
             },
         )
         .await?;
-        tracing::info!(account_id, batch_id, "promo batch voided");
+        tracing::info!(account_id, batch_id = %batch_id, "promo batch voided");
     }
     tx.commit().await?;
     if let Some(written) = written {
         written.committed(store);
     }
-    reads::get_promo_batch(store, account_id, batch_id).await
+    reads::promo_batch(store, account_id, &batch_id).await
 }
 
 /// The account a batch belongs to; an unknown batch is [`Error::PromoBatchNotFound`].
-async fn batch_owner(store: &Store, batch_id: &str) -> Result<i64> {
+async fn batch_owner(store: &Store, batch_id: &PromoBatchId) -> Result<i64> {
     sqlx::query_scalar("SELECT account_id FROM promo_batches WHERE batch_id = $1")
-        .bind(batch_id)
+        .bind(batch_id.to_string())
         .fetch_optional(store.pool())
         .await?
         .ok_or(Error::PromoBatchNotFound)

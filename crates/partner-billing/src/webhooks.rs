@@ -10,7 +10,7 @@ use rand::rngs::OsRng;
 
 use crate::audit::{Action, Entry, Origin, url_for_trail};
 use crate::db::dialect;
-use crate::domain::{InvalidField, PlanSlug, random_base62};
+use crate::domain::{InvalidField, PlanSlug, WebhookEndpointId};
 use crate::error::{Error, Result};
 use crate::events::{EventData, insert_event};
 use crate::plans::find_plan;
@@ -105,10 +105,10 @@ pub async fn create_endpoint(
         "{SECRET_PREFIX}{}",
         base64::engine::general_purpose::STANDARD.encode(key)
     );
-    let endpoint_id = format!("rwe_{}", random_base62(crate::limits::ID_RANDOM_CHARS));
+    let endpoint_id = WebhookEndpointId::generate();
     let sealed = store
         .master_key()?
-        .seal(&key, &secret_context(&endpoint_id))
+        .seal(&key, &secret_context(endpoint_id.as_str()))
         .map_err(|_| Error::Internal("could not seal the webhook secret".to_owned()))?;
     let now = store.now_utc();
 
@@ -137,7 +137,7 @@ pub async fn create_endpoint(
     .execute(&mut *tx)
     .await?;
     let written = Entry::new(Action::WebhookEndpointCreated, Some(account_id))
-        .id("webhookEndpointId", endpoint_id.clone())
+        .id("webhookEndpointId", endpoint_id.as_str())
         .text("url", Some(&url_for_trail(&request.url)))
         .value("eventTypes", event_types.clone())
         .text("description", description.as_deref())
@@ -147,7 +147,7 @@ pub async fn create_endpoint(
     written.committed(store);
     tracing::info!(webhook_endpoint_id = %endpoint_id, "webhook endpoint created");
     Ok(CreatedWebhookEndpoint {
-        webhook_endpoint_id: endpoint_id,
+        webhook_endpoint_id: endpoint_id.to_string(),
         url: request.url.clone(),
         event_types,
         description,
@@ -198,14 +198,23 @@ async fn endpoint_row(
     account_id: i64,
     endpoint_id: &str,
 ) -> Result<i64> {
+    let endpoint_id = parse_endpoint_id(endpoint_id)?;
     sqlx::query_scalar(
         "SELECT id FROM webhook_endpoints WHERE endpoint_id = $1 AND account_id = $2 AND status <> 'deleted'",
     )
-    .bind(endpoint_id)
+    .bind(endpoint_id.as_str())
     .bind(account_id)
     .fetch_optional(&mut *conn)
     .await?
     .ok_or(Error::WebhookEndpointNotFound)
+}
+
+/// The endpoint a `webhookEndpointId` names; any other text, malformed or not, names none: it
+/// is answered [`Error::WebhookEndpointNotFound`] like an unknown id, and never sent to the
+/// database.
+fn parse_endpoint_id(endpoint_id: &str) -> Result<WebhookEndpointId> {
+    WebhookEndpointId::parse("webhookEndpointId", endpoint_id)
+        .map_err(|_| Error::WebhookEndpointNotFound)
 }
 
 /// Deletes an endpoint: it is no longer listed and nothing more is sent to it.
@@ -215,12 +224,13 @@ pub async fn delete_endpoint(
     endpoint_id: &str,
     origin: &Origin,
 ) -> Result<()> {
+    let endpoint_id = parse_endpoint_id(endpoint_id)?;
     let mut tx = store.begin_write().await?;
     let result = sqlx::query(
         "UPDATE webhook_endpoints SET status = 'deleted' \
          WHERE endpoint_id = $1 AND account_id = $2 AND status <> 'deleted'",
     )
-    .bind(endpoint_id)
+    .bind(endpoint_id.as_str())
     .bind(account_id)
     .execute(&mut *tx)
     .await?;
@@ -228,7 +238,7 @@ pub async fn delete_endpoint(
         return Err(Error::WebhookEndpointNotFound);
     }
     let written = Entry::new(Action::WebhookEndpointDeleted, Some(account_id))
-        .id("webhookEndpointId", endpoint_id)
+        .id("webhookEndpointId", endpoint_id.as_str())
         .write(store, &mut tx, origin)
         .await?;
     tx.commit().await?;

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use partner_billing::Error;
 use partner_billing::activity;
-use partner_billing::limits::LOGIN_MAX_CHARS;
+use partner_billing::domain::Login;
 use partner_billing::subscriptions::{self, Revoker};
 use partner_billing::wire::LicenseRecord;
 
@@ -75,11 +75,24 @@ pub async fn page(
     state: Data<&AppState>,
     Query(query): Query<LicensesQuery>,
 ) -> Response {
-    let login: String = query.login.chars().take(LOGIN_MAX_CHARS).collect();
+    let login = query.login;
+    let filter = match login.as_str() {
+        "" => None,
+        text => match Login::parse("login", text) {
+            Ok(login) => Some(login),
+            Err(_) => {
+                return layout::message_page(
+                    StatusCode::BAD_REQUEST,
+                    "Not a login",
+                    "A login is 1-254 characters without control characters. Show all licenses, or filter by another login.",
+                );
+            }
+        },
+    };
     let page = match activity::licenses(
         &state.store,
         who.account.account_id,
-        &login,
+        filter.as_ref(),
         query.cursor.as_deref(),
     )
     .await

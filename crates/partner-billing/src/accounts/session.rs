@@ -37,13 +37,23 @@ pub async fn create_session(
     source: Option<IpAddr>,
     request_id: Option<&str>,
 ) -> Result<Session> {
+    // A malformed client id names no account: it is refused as an unknown one is (after the
+    // same password hashing), counted against its address only, and never sent to the
+    // database (which refuses a NUL byte in text).
+    let client_id = ClientId::parse("clientId", client_id).ok();
     let address = source.map(|ip| ip.to_canonical().to_string());
-    throttle::check(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?;
+    if let Some(client_id) = &client_id {
+        throttle::check(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id.as_str()).await?;
+    }
     if let Some(address) = &address {
         throttle::check(store, throttle::SIGN_IN_PER_ADDRESS, address).await?;
     }
-    let mut attempts =
-        vec![throttle::count(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id).await?];
+    let mut attempts = Vec::new();
+    if let Some(client_id) = &client_id {
+        attempts.push(
+            throttle::count(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id.as_str()).await?,
+        );
+    }
     if let Some(address) = &address {
         match throttle::count(store, throttle::SIGN_IN_PER_ADDRESS, address).await {
             Ok(attempt) => attempts.push(attempt),
@@ -72,16 +82,20 @@ async fn take_back(store: &Store, attempts: &[throttle::Attempt]) {
 
 async fn try_sign_in(
     store: &Store,
-    client_id: &str,
+    client_id: Option<ClientId>,
     password: Password,
     source: Option<IpAddr>,
     request_id: Option<&str>,
 ) -> Result<Session> {
-    let row: Option<(i64, String, String)> =
-        sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
-            .bind(client_id)
-            .fetch_optional(store.pool())
-            .await?;
+    let row: Option<(i64, String, String)> = match &client_id {
+        Some(client_id) => {
+            sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
+                .bind(client_id.as_str())
+                .fetch_optional(store.pool())
+                .await?
+        }
+        None => None,
+    };
     let (account_id, stored, good) = match row {
         Some((id, password_hash, standing)) => (id, Some(password_hash), standing == "good"),
         None => (0, None, false),
@@ -89,10 +103,12 @@ async fn try_sign_in(
     if !verify_password(password, stored).await? || !good {
         return Err(Error::Unauthorized);
     }
+    let Some(client_id) = client_id else {
+        return Err(Error::Unauthorized);
+    };
     let token = Secret::generate(SecretKind::PanelSession);
     let now = store.now_utc();
     let expires_utc = now + SESSION_LIFETIME_SECONDS;
-    let client_id = ClientId::parse("clientId", client_id).map_err(|_| Error::Unauthorized)?;
     let origin = Origin::http(Actor::Panel(client_id), source, request_id);
     let mut tx = store.begin_write().await?;
     sqlx::query(

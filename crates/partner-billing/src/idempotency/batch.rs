@@ -37,8 +37,8 @@ pub(crate) struct RecordRow<'a> {
 impl<'a> KeyBatch<'a> {
     /// Locks every key across replicas, in one statement (PostgreSQL's advisory locks; SQLite's
     /// write lock already covers every key). A key another replica holds is refused as in
-    /// progress by [`check`](Self::check). The stored outcomes must be read by a later
-    /// statement, whose snapshot follows the locks.
+    /// progress by [`check`](Self::check) unless a record answers it. The stored outcomes must
+    /// be read by a later statement, whose snapshot follows the locks.
     pub(crate) async fn lock(
         store: &Store,
         tx: &mut Tx,
@@ -62,9 +62,16 @@ impl<'a> KeyBatch<'a> {
         Self { requests, held }
     }
 
-    /// The check of request `index`'s key against what is stored under it.
-    pub(crate) fn check(&self, index: usize, stored: Option<&StoredOutcome>) -> Result<Keyed<()>> {
-        let held = self.held.get(index).copied().unwrap_or(false);
+    /// The check of request `index`'s key against what is stored under it. `first_in_group`:
+    /// no earlier request of the group has the same key (a later one is in progress behind it,
+    /// unless a record answers it).
+    pub(crate) fn check(
+        &self,
+        index: usize,
+        stored: Option<&StoredOutcome>,
+        first_in_group: bool,
+    ) -> Result<Keyed<()>> {
+        let held = first_in_group && self.held.get(index).copied().unwrap_or(false);
         check(held, stored, self.requests[index].fingerprint)
     }
 

@@ -116,16 +116,19 @@ pub async fn generate_promo_batch(
     let count = request.count.to_string();
     let fingerprint = Fingerprint::new("promo_batch", &[request.plan.as_str(), &count]);
     let scope = Scope::Account(account.account_id);
-    let claim = idempotency::claim_for(store, scope, &request.idempotency_key, "promo_batch")?;
-    let _permit = store.promo_permit(account.account_id).await?;
-    store
-        .pass(HoldPoint::PromoTurnTaken, account.account_id)
-        .await;
     let keyed = KeyedRequest {
         scope,
         key: &request.idempotency_key,
         fingerprint: &fingerprint,
     };
+    let claim = match idempotency::claim(store, keyed, "promo_batch").await? {
+        Keyed::Fresh(claim) => claim,
+        Keyed::Replay(body) => return recovery::replay(store, key, &body).await,
+    };
+    let _permit = store.promo_permit(account.account_id).await?;
+    store
+        .pass(HoldPoint::PromoTurnTaken, account.account_id)
+        .await;
     // A retry is answered from its record without drawing, hashing and sealing 1000 codes.
     if idempotency::has_outcome(store, scope, &request.idempotency_key).await? {
         match idempotency::start(store, &claim, keyed).await? {

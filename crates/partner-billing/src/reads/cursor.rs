@@ -1,6 +1,7 @@
 //! Opaque keyset cursors: the last item's sort key, which list it belongs to, and a MAC under
-//! the master key that binds both to the account. A cursor that does not decode, was altered,
-//! belongs to another list or to another account is `Request.ValidationFailed` on `cursor`;
+//! the master key that binds both to the account and to the list's filter (a login, a product:
+//! the values the page was read with). A cursor that does not decode, was altered, belongs to
+//! another list, another account or another filter is `Request.ValidationFailed` on `cursor`;
 //! and whatever a cursor says, every query is still bound to the caller's own account.
 
 use base64::Engine;
@@ -40,25 +41,35 @@ impl List {
 /// Hex characters of the MAC kept in a cursor (80 bits).
 const MAC_HEX_CHARS: usize = 20;
 
-fn mac(store: &Store, account_id: i64, payload: &str) -> Result<String> {
+/// What a page of a list was filtered by, in the list's own order of filters, `""` for one
+/// not set (every filter value is non-empty text): sealed into its cursors, never written out.
+pub(crate) type Filter<'a> = &'a [&'a str];
+
+fn mac(store: &Store, account_id: i64, filter: Filter<'_>, payload: &str) -> Result<String> {
+    // Each filter value length-prefixed, so no two filters read as one text.
+    let filter: String = filter
+        .iter()
+        .map(|value| format!("{}:{value}", value.len()))
+        .collect();
     // The master key's lookup HMAC, over a text no promo code can equal (it holds `|`).
     let mut full = store
         .master_key()?
-        .code_hash(&format!("cursor|{account_id}|{payload}"));
+        .code_hash(&format!("cursor|{account_id}|{payload}|{filter}"));
     full.truncate(MAC_HEX_CHARS);
     Ok(full)
 }
 
-/// The cursor after the item whose sort key is `position`.
+/// The cursor after the item whose sort key is `position`, in the list read with `filter`.
 pub(crate) fn encode(
     store: &Store,
     account_id: i64,
     list: List,
+    filter: Filter<'_>,
     position: &[i64],
 ) -> Result<String> {
     let values: Vec<String> = position.iter().map(i64::to_string).collect();
     let payload = format!("{}.{}", list.tag(), values.join("."));
-    let tag = mac(store, account_id, &payload)?;
+    let tag = mac(store, account_id, filter, &payload)?;
     Ok(URL_SAFE_NO_PAD.encode(format!("{payload}.{tag}")))
 }
 
@@ -70,11 +81,13 @@ fn unreadable() -> Error {
     .into()
 }
 
-/// The sort key a cursor of `list` carries, `arity` numbers; any other text is refused.
+/// The sort key a cursor of `list` read with `filter` carries, `arity` numbers; any other text,
+/// a cursor taken under another filter included, is refused.
 pub(crate) fn decode(
     store: &Store,
     account_id: i64,
     list: List,
+    filter: Filter<'_>,
     arity: usize,
     cursor: &str,
 ) -> Result<Vec<i64>> {
@@ -86,7 +99,7 @@ pub(crate) fn decode(
         .map_err(|_| unreadable())?;
     let text = String::from_utf8(bytes).map_err(|_| unreadable())?;
     let (payload, tag) = text.rsplit_once('.').ok_or_else(unreadable)?;
-    let expected = mac(store, account_id, payload)?;
+    let expected = mac(store, account_id, filter, payload)?;
     if !bool::from(subtle::ConstantTimeEq::ct_eq(
         tag.as_bytes(),
         expected.as_bytes(),

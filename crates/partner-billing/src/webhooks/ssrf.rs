@@ -38,6 +38,11 @@ pub struct CheckedUrl {
 
 /// Parses `url`, resolves its host, and checks the scheme and every address.
 pub async fn check_url(url: &str, allow_insecure: bool) -> Result<CheckedUrl, UrlRefused> {
+    // The parser would drop or escape a control character and accept the rest; the text kept
+    // is the one sent, so a URL with one is refused whole.
+    if url.chars().any(char::is_control) {
+        return Err(UrlRefused::Malformed);
+    }
     let parsed = Url::parse(url).map_err(|_| UrlRefused::Malformed)?;
     match parsed.scheme() {
         "https" => {}
@@ -191,6 +196,18 @@ mod tests {
 
     #[tokio::test]
     async fn urls() {
+        for url in [
+            "http://127.0.0.1:9/x\0",
+            "http://127.0.0.1:9/a\0b",
+            "\u{1}http://127.0.0.1:9/x",
+            "http://127.0.0.1:9/x\n",
+        ] {
+            assert_eq!(
+                check_url(url, true).await.unwrap_err(),
+                UrlRefused::Malformed,
+                "{url:?}"
+            );
+        }
         assert_eq!(
             check_url("http://127.0.0.1:9/x", false).await.unwrap_err(),
             UrlRefused::Scheme

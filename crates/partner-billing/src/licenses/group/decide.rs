@@ -104,13 +104,11 @@ pub(super) fn decide(
         let account_id = pending.account.account_id;
         let key = pending.request.idempotency_key.as_str();
         // A retry can reach the queue while its original still waits there (the caller that
-        // held the key went away): it is in progress, and its retry replays the outcome.
-        if !keys_seen.insert((account_id, key)) {
-            steps.push(Some(Err(Error::RequestInProgress)));
-            continue;
-        }
+        // held the key went away): unless a record answers it, it is in progress, and its
+        // retry replays the outcome.
+        let first_in_group = keys_seen.insert((account_id, key));
         let stored = read.outcomes.get(&(account_id, key.to_owned()));
-        match keys.check(index, stored) {
+        match keys.check(index, stored, first_in_group) {
             Ok(Keyed::Fresh(())) => {}
             Ok(Keyed::Replay(body)) => {
                 steps.push(Some(Ok(Keyed::Replay(body))));
