@@ -123,7 +123,7 @@ impl Reader {
         let conn = conn
             .as_mut()
             .ok_or_else(|| Error::Internal("reader without a connection".to_owned()))?;
-        let result = read(&mut **conn).await;
+        let result = read(conn).await;
         *reusable = keeps_connection(&result);
         Ok(result?)
     }

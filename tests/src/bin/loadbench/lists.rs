@@ -89,7 +89,7 @@ pub async fn measure(server: &Server, seeded: &Seeded) -> anyhow::Result<ListsRe
             pages += 1;
             items += count;
             // The ledger's feed keeps a cursor at its end; `hasMore` says whether it is there.
-            let more = page.get("hasMore").map_or(true, |m| m == true);
+            let more = page.get("hasMore").is_none_or(|m| m == true);
             match page["nextCursor"].as_str() {
                 Some(cursor) if more && count > 0 => {
                     last = next;
