@@ -100,6 +100,21 @@ impl Readers {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A pool connection given back spawns a task (its ping); outside a runtime, as when the
+        // last handle of a store goes with a test's runtime, the kept connections are closed as
+        // they are instead.
+        if tokio::runtime::Handle::try_current().is_err()
+            && let Ok(idle) = self.idle.get_mut()
+        {
+            for kept in idle.drain(..) {
+                drop(kept.conn.leak());
+            }
+        }
+    }
+}
+
 /// One kept connection, lent for a read. Run the read through [`Reader::run`]: a connection
 /// whose read did not finish cleanly goes back to the pool instead of being kept.
 pub struct Reader {
