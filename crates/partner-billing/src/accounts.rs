@@ -109,13 +109,19 @@ pub async fn set_standing(
     origin: &Origin,
 ) -> Result<()> {
     let mut tx = store.begin_write().await?;
-    let current: (i64, String) =
-        sqlx::query_as("SELECT id, standing FROM accounts WHERE client_id = $1")
-            .bind(client_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(Error::NotFound("reseller"))?;
-    let (account_id, before) = current;
+    #[derive(sqlx::FromRow)]
+    struct Current {
+        id: i64,
+        standing: String,
+    }
+    let Current {
+        id: account_id,
+        standing: before,
+    } = sqlx::query_as("SELECT id, standing FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound("reseller"))?;
     sqlx::query("UPDATE accounts SET standing = $1 WHERE id = $2")
         .bind(standing.as_str())
         .bind(account_id)

@@ -410,9 +410,9 @@ async fn no_plaintext_code_in_database_or_log(db: Db) {
             .await
             .unwrap();
         for row in texts {
-            use sqlx::Row;
-            for i in 0..row.len() {
-                if let Ok(Some(text)) = row.try_get::<Option<String>, _>(i) {
+            use sqlx::{Column, Row};
+            for column in row.columns() {
+                if let Ok(Some(text)) = row.try_get::<Option<String>, _>(column.name()) {
                     dump.push_str(&text);
                     dump.push('\n');
                 }

@@ -77,13 +77,23 @@ async fn try_sign_in(
     source: Option<IpAddr>,
     request_id: Option<&str>,
 ) -> Result<Session> {
-    let row: Option<(i64, String, String)> =
+    #[derive(sqlx::FromRow)]
+    struct Account {
+        id: i64,
+        password_hash: String,
+        standing: String,
+    }
+    let row: Option<Account> =
         sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
             .bind(client_id)
             .fetch_optional(store.pool())
             .await?;
     let (account_id, stored, good) = match row {
-        Some((id, password_hash, standing)) => (id, Some(password_hash), standing == "good"),
+        Some(account) => (
+            account.id,
+            Some(account.password_hash),
+            account.standing == "good",
+        ),
         None => (0, None, false),
     };
     if !verify_password(password, stored).await? || !good {

@@ -102,7 +102,9 @@ impl WriteTurn {
         }
         tokio::spawn(async move {
             match checkpoint(&wal.pool).await {
-                Ok((0, _, _)) => tracing::debug!(wal_bytes = size, "WAL checkpointed"),
+                Ok(Checkpoint { busy: 0, .. }) => {
+                    tracing::debug!(wal_bytes = size, "WAL checkpointed")
+                }
                 Ok(_) => tracing::debug!(wal_bytes = size, "WAL checkpoint found readers busy"),
                 Err(err) => tracing::warn!(wal_bytes = size, error = %err, "WAL checkpoint failed"),
             }
@@ -115,8 +117,16 @@ impl WriteTurn {
 /// meanwhile, and a later write tries again.
 const CHECKPOINT_WAIT_MS: u32 = 1000;
 
-/// A `RESTART` checkpoint; SQLite's answer `(busy, wal frames, frames checkpointed)`.
-async fn checkpoint(pool: &AnyPool) -> Result<(i64, i64, i64), sqlx::Error> {
+/// What this process reads of SQLite's answer to `PRAGMA wal_checkpoint` (columns `busy`,
+/// `log`, `checkpointed`), by name.
+#[derive(sqlx::FromRow)]
+struct Checkpoint {
+    /// 1 when readers kept the checkpoint from finishing, else 0.
+    busy: i64,
+}
+
+/// A `RESTART` checkpoint and SQLite's answer.
+async fn checkpoint(pool: &AnyPool) -> Result<Checkpoint, sqlx::Error> {
     use sqlx::Executor;
     let mut conn = pool.acquire().await?;
     conn.execute(sqlx::AssertSqlSafe(format!(
