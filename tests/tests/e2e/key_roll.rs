@@ -104,7 +104,9 @@ async fn old_key_works_until_expiry_then_gets_the_empty_401_everywhere(db: Db) {
     // Shortly before expiry (the test clock, shared by both replicas): still accepted. The test
     // clock is the wall clock plus an offset, so "one second before" could tick over into the
     // expiry second between the advance and the request; ten seconds of margin cannot.
-    app.store.clock().advance(expires - 10 - app.store.now_utc());
+    app.store
+        .clock()
+        .advance(expires - 10 - app.store.now_utc());
     old_client.balances().await.unwrap();
     assert_eq!(
         key(&panel.list_api_keys().await.unwrap(), &r.api_key_id).status,
