@@ -8,6 +8,7 @@
 pub mod dialect;
 mod write;
 
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -237,8 +238,11 @@ fn create_private_sqlite_file(database_url: &str) -> Result<()> {
     }
 }
 
-/// The file of a SQLite database URL; `None` for an in-memory database.
-fn sqlite_file_path(database_url: &str) -> Option<&str> {
+/// The file a SQLite database URL names (`sqlite://data/billing.db?mode=rwc`:
+/// `data/billing.db`); `None` for PostgreSQL and for an in-memory database. What belongs beside
+/// the database is placed by it: the file's private mode here, the default master key file
+/// (`crypto::default_master_key_path`), so no module above this one reads a URL's scheme.
+pub fn sqlite_file_path(database_url: &str) -> Option<&Path> {
     let path = database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))
@@ -246,7 +250,7 @@ fn sqlite_file_path(database_url: &str) -> Option<&str> {
     if path.is_empty() || path.starts_with(':') || database_url.contains("mode=memory") {
         return None;
     }
-    Some(path)
+    Some(Path::new(path))
 }
 
 /// Never echo a URL back: it may hold a password.
