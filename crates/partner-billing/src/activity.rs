@@ -11,6 +11,7 @@ use futures_util::Stream;
 use crate::error::Result;
 use crate::reads::cursor::{self, List};
 use crate::store::Store;
+use crate::utc::{SECONDS_PER_DAY, day_start};
 
 /// Ledger entries per panel page.
 pub const LEDGER_PAGE_SIZE: i64 = 50;
@@ -291,26 +292,24 @@ pub struct UsageRow {
 /// Days the overview's usage covers, today included.
 pub const USAGE_DAYS: i64 = 30;
 
-/// The first second (UTC) of the day `unix_seconds` falls in.
-pub fn day_start(unix_seconds: i64) -> i64 {
-    unix_seconds.div_euclid(86_400) * 86_400
-}
-
 /// Units the account spent per day and product over the last [`USAGE_DAYS`] days, oldest
 /// day first; days without spending are absent. At most 30 × products rows, read from the
 /// ledger's (account, time) index.
 pub async fn usage_by_day(store: &Store, account_id: i64) -> Result<Vec<UsageRow>> {
-    let since = day_start(store.now_utc()) - (USAGE_DAYS - 1) * 86_400;
-    Ok(sqlx::query_as(
-        "SELECT (l.created_utc / 86400) * 86400 AS day_utc, p.slug AS product_slug, \
-         CAST(SUM(-l.delta) AS BIGINT) AS units \
+    let since = day_start(store.now_utc()) - (USAGE_DAYS - 1) * SECONDS_PER_DAY;
+    // The day of an entry as `day_start` tells it (times are never negative here).
+    let sql = format!(
+        "SELECT (l.created_utc / {SECONDS_PER_DAY}) * {SECONDS_PER_DAY} AS day_utc, \
+         p.slug AS product_slug, CAST(SUM(-l.delta) AS BIGINT) AS units \
          FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND l.created_utc >= $2 \
          AND l.kind IN ('license', 'promo_batch') \
-         GROUP BY (l.created_utc / 86400) * 86400, p.slug ORDER BY day_utc, product_slug",
-    )
-    .bind(account_id)
-    .bind(since)
-    .fetch_all(store.pool())
-    .await?)
+         GROUP BY (l.created_utc / {SECONDS_PER_DAY}) * {SECONDS_PER_DAY}, p.slug \
+         ORDER BY day_utc, product_slug"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(since)
+        .fetch_all(store.pool())
+        .await?)
 }

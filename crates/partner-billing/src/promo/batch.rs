@@ -18,9 +18,10 @@ use crate::events::{EventData, Subscribers};
 use crate::faults::{FaultPoint, HoldPoint};
 use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::keys::PartnerAccount;
-use crate::plans::{SECONDS_PER_DAY, cached_plan};
+use crate::plans::cached_plan;
 use crate::quota::{Charge, EntryKind, debit};
 use crate::store::Store;
+use crate::utc::SECONDS_PER_DAY;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.
