@@ -293,8 +293,8 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
         // name an unknown member of the request, which is at most the body's size.
         ("Problem", "type") => Length(1, 256),
         ("Problem", "title") => Length(1, 256),
-        ("Problem", "field") => Length(0, crate::MAX_BODY_BYTES),
-        ("Problem", "detail") => Length(1, crate::MAX_BODY_BYTES + 256),
+        ("Problem", "field") => Length(0, limits::BODY_MAX_BYTES),
+        ("Problem", "detail") => Length(1, limits::BODY_MAX_BYTES + 256),
         _ => return None,
     })
 }

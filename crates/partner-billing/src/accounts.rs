@@ -5,8 +5,8 @@ mod password;
 mod session;
 
 pub use session::{
-    PanelAccount, SESSION_IDLE_SECONDS, SESSION_LIFETIME_SECONDS, authenticate_session,
-    change_password, create_session, end_session, purge_expired_sessions,
+    PanelAccount, authenticate_session, change_password, create_session, end_session,
+    purge_expired_sessions,
 };
 
 use serde::Serialize;

@@ -9,18 +9,12 @@
 use futures_util::Stream;
 
 use crate::error::Result;
+use crate::limits::{
+    PANEL_LEDGER_PAGE_SIZE, PANEL_LICENSES_PAGE_SIZE, PANEL_PROMO_BATCHES_PAGE_SIZE,
+};
 use crate::reads::cursor::{self, List};
 use crate::store::Store;
 use crate::utc::{SECONDS_PER_DAY, day_start};
-
-/// Ledger entries per panel page.
-pub const LEDGER_PAGE_SIZE: i64 = 50;
-
-/// Licenses per panel page.
-pub const LICENSES_PAGE_SIZE: i64 = 100;
-
-/// Promo batches per panel page.
-pub const PROMO_BATCHES_PAGE_SIZE: i64 = 50;
 
 /// Ledger entries read at a time for the CSV.
 const CSV_CHUNK: i64 = 1000;
@@ -155,7 +149,7 @@ pub async fn ledger_page(
         "l.id",
         product_slug,
         cursor,
-        LEDGER_PAGE_SIZE,
+        PANEL_LEDGER_PAGE_SIZE,
     )
     .await
 }
@@ -222,7 +216,7 @@ pub async fn promo_batches(
          b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
          FROM promo_batches b JOIN plans p ON p.id = b.plan_id \
          WHERE b.account_id = $1 AND $2 = ''",
-        window = crate::promo::RECOVERY_WINDOW_SECONDS,
+        window = crate::limits::PROMO_RECOVERY_WINDOW_SECONDS,
     );
     newest_first(
         store,
@@ -232,7 +226,7 @@ pub async fn promo_batches(
         "b.id",
         "",
         cursor,
-        PROMO_BATCHES_PAGE_SIZE,
+        PANEL_PROMO_BATCHES_PAGE_SIZE,
     )
     .await
 }
@@ -275,7 +269,7 @@ pub async fn licenses(
         "l.id",
         login,
         cursor,
-        LICENSES_PAGE_SIZE,
+        PANEL_LICENSES_PAGE_SIZE,
     )
     .await
 }

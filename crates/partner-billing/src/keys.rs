@@ -23,7 +23,7 @@ const ACTIVE_AT: &str = "k.status = 'active' AND (k.expires_utc IS NULL OR k.exp
 pub const MAX_ROLL_GRACE_SECONDS: i64 = crate::limits::ROLL_GRACE_MAX_SECONDS;
 
 /// The grace period of a roll that names none: one day.
-pub const DEFAULT_ROLL_GRACE_SECONDS: i64 = 24 * 60 * 60;
+pub const DEFAULT_ROLL_GRACE_SECONDS: i64 = crate::limits::ROLL_GRACE_DEFAULT_SECONDS;
 
 /// At most this many keys may be active under one client id.
 pub const MAX_ACTIVE_KEYS: i64 = crate::limits::MAX_ACTIVE_API_KEYS as i64;

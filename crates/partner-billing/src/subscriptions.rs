@@ -154,7 +154,9 @@ pub async fn revoke_license(
     let account_id = match revoker {
         Revoker::Reseller { account_id, .. } => account_id,
         Revoker::Operator { reason } => {
-            if reason.trim().is_empty() || reason.chars().count() > 500 {
+            if reason.trim().is_empty()
+                || reason.chars().count() > crate::limits::OPERATOR_REASON_MAX_CHARS
+            {
                 return Err(
                     crate::domain::InvalidField::new("reason", "must be 1-500 characters").into(),
                 );

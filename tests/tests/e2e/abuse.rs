@@ -5,7 +5,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use partner_billing::store::{HoldPoint, PROMO_BATCHES_PER_ACCOUNT};
+use partner_billing::limits::PROMO_BATCHES_PER_ACCOUNT;
+use partner_billing::store::HoldPoint;
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::{Method, Response};
 use serde_json::{Value, json};

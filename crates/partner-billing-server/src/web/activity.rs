@@ -8,14 +8,12 @@ use serde::Deserialize;
 
 use partner_billing::Error;
 use partner_billing::audit;
+use partner_billing::limits::PANEL_ACTIVITY_PAGE_SIZE;
 use partner_billing::wire::AuditEntry;
 
 use super::layout::{self, Utc};
 use super::session::SignedIn;
 use crate::AppState;
-
-/// Entries per panel page.
-const PAGE_SIZE: i64 = 50;
 
 struct ActivityRow {
     created: Utc,
@@ -78,7 +76,7 @@ pub async fn page(
     let page = match audit::account_page(
         &state.store,
         who.account.account_id,
-        Some(PAGE_SIZE),
+        Some(PANEL_ACTIVITY_PAGE_SIZE),
         cursor.as_deref(),
     )
     .await

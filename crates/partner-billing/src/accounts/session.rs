@@ -7,15 +7,10 @@ use super::password::{hash_password, verify_password};
 use crate::audit::{Action, Actor, Entry, Origin};
 use crate::domain::{ClientId, Password, Secret, SecretKind};
 use crate::error::{Error, Result};
+use crate::limits::{SESSION_IDLE_SECONDS, SESSION_LIFETIME_SECONDS};
 use crate::store::Store;
 use crate::throttle;
 use crate::wire::Session;
-
-/// How long a panel session lasts.
-pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 60 * 60;
-
-/// A panel session unused for this long has ended (docs/design.md).
-pub const SESSION_IDLE_SECONDS: i64 = 60 * 60;
 
 /// A session's last use is written at most this often.
 const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
