@@ -190,6 +190,15 @@ pub async fn set_password(
     Ok(())
 }
 
+/// The row id of the account `client_id` names; [`Error::NotFound`] when none does.
+pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
+    sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::NotFound("reseller"))
+}
+
 /// `GET /v1/billing/resellers/me`.
 pub async fn account_profile(store: &Store, account_id: i64) -> Result<ResellerAccount> {
     Ok(

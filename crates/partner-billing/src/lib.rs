@@ -21,6 +21,8 @@ pub mod activity;
 #[cfg(feature = "db")]
 pub mod audit;
 #[cfg(feature = "db")]
+pub mod audit_log;
+#[cfg(feature = "db")]
 pub mod clock;
 #[cfg(feature = "db")]
 pub mod crypto;

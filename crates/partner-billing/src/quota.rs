@@ -8,10 +8,10 @@ pub use corrections::{Corrected, Correction, adjust, credit};
 
 use serde::Serialize;
 
+use crate::accounts::account_id_of;
 use crate::db::Tx;
 use crate::domain::{ClientId, PlanId, PlanSlug};
 use crate::error::{Error, Result};
-use crate::keys::account_id_of;
 use crate::store::Store;
 use crate::wire::Balances;
 

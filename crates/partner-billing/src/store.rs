@@ -78,8 +78,9 @@ impl Store {
             .set(std::sync::Arc::new(observer));
     }
 
-    pub(crate) fn audit_observed(&self, action: crate::audit::Action) {
-        self.runtime.audit_observer.observe(action.as_str());
+    /// Tells the observer the action of an audit entry that has committed.
+    pub(crate) fn audit_observed(&self, action: &'static str) {
+        self.runtime.audit_observer.observe(action);
     }
 
     /// The webhook delivery schedule and URL rule.

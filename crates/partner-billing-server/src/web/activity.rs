@@ -7,7 +7,7 @@ use poem::{Response, handler};
 use serde::Deserialize;
 
 use partner_billing::Error;
-use partner_billing::audit;
+use partner_billing::audit_log;
 use partner_billing::limits::PANEL_ACTIVITY_PAGE_SIZE;
 use partner_billing::wire::AuditEntry;
 
@@ -73,7 +73,7 @@ pub async fn page(
     Query(query): Query<ActivityQuery>,
 ) -> Response {
     let cursor = query.cursor.filter(|c| !c.is_empty());
-    let page = match audit::account_page(
+    let page = match audit_log::account_page(
         &state.store,
         who.account.account_id,
         Some(PANEL_ACTIVITY_PAGE_SIZE),

@@ -9,11 +9,11 @@
 use serde::Serialize;
 
 use super::{EntryKind, NewEntry, try_append_entry};
+use crate::accounts::account_id_of;
 use crate::audit::{Action, Entry, Origin, parse_reason};
 use crate::db::{Tx, is_unique_violation};
 use crate::domain::{ClientId, InvalidField, PlanId, PlanSlug};
 use crate::error::{Error, Result};
-use crate::keys::account_id_of;
 use crate::limits::{CREDIT_MAX_UNITS, OPERATOR_REFERENCE_MAX_CHARS};
 use crate::plans::find_plan;
 use crate::store::Store;
