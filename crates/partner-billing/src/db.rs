@@ -17,7 +17,7 @@ use sqlx::{AnyPool, Connection, Executor};
 
 use crate::error::{Error, Result};
 pub use write::Tx;
-use write::WriteTurns;
+use write::{SQLITE_BUSY_TIMEOUT_MS, WriteTurns};
 
 /// Which database a [`Db`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +51,6 @@ const SQLITE_CONNECTIONS: u32 = 4;
 /// PostgreSQL connections: the one setting the process's concurrency limits derive from
 /// (`runtime::Capacity`).
 const POSTGRES_CONNECTIONS: u32 = 16;
-
-/// How long a SQLite statement waits for another process's lock before it fails.
-const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
 
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);

@@ -26,9 +26,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
 
+/// How long a SQLite statement waits for another process's lock before it fails (every
+/// connection's `busy_timeout`).
+pub(super) const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
+
 /// How long a write waits for its turn behind this process's other writes before it answers
 /// 503: as long as SQLite's busy timeout lets it wait for another process's.
-const WRITE_TURN_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TURN_TIMEOUT: Duration = Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS as u64);
 
 /// A WAL past this size is checkpointed (`RESTART`) by the write that grew it; the file then
 /// stays near this size (it is reused from its start, and trimmed to `journal_size_limit`).
@@ -137,8 +141,7 @@ async fn checkpoint(pool: &AnyPool) -> Result<Checkpoint, sqlx::Error> {
         .fetch_one(&mut *conn)
         .await;
     conn.execute(sqlx::AssertSqlSafe(format!(
-        "PRAGMA busy_timeout = {}",
-        super::SQLITE_BUSY_TIMEOUT_MS
+        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}"
     )))
     .await?;
     answer

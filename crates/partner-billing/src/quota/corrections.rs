@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{EntryKind, NewEntry, try_append_entry};
+use super::ledger::{EntryKind, NewEntry, try_append_entry};
 use crate::accounts::account_id_of;
 use crate::audit::{Action, Entry, Origin, parse_reason};
 use crate::db::{Tx, is_unique_violation};
