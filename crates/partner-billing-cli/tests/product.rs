@@ -57,7 +57,7 @@ fn json(dir: &Path, args: &[&str]) -> Value {
 }
 
 /// A failure: exit status `code`, nothing on stdout, one `error: ` line on stderr holding
-/// `expected`.
+/// `expected` (the shared check, [`common::assert_one_line_error`], and the status).
 fn assert_one_line_error(out: &Output, code: i32, expected: &str) -> String {
     assert_eq!(
         out.status.code(),
@@ -66,20 +66,7 @@ fn assert_one_line_error(out: &Output, code: i32, expected: &str) -> String {
         text(&out.stdout),
         text(&out.stderr)
     );
-    assert!(
-        out.stdout.is_empty(),
-        "stdout on failure: {:?}",
-        text(&out.stdout)
-    );
-    let stderr = text(&out.stderr);
-    assert_eq!(
-        stderr.lines().count(),
-        1,
-        "stderr is not one line: {stderr:?}"
-    );
-    assert!(stderr.starts_with("error: "), "{stderr:?}");
-    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
-    stderr
+    common::assert_one_line_error(out, expected)
 }
 
 /// A plan `pro` (30 days, 2 redemptions per code), a reseller with quota, the login `alice`
