@@ -140,8 +140,9 @@ fn assert_bounded(schema_name: &str, name: &str, property: &Value) {
     }
 }
 
-/// The published document (issue 11): per-operation errors with an example each, `security:
-/// []` where no credential is taken, plain `application/json`, standard formats, enums, bounds.
+/// The published OpenAPI document as integrators and generators read it: per-operation errors
+/// with an example each, `security: []` where no credential is taken, plain `application/json`,
+/// standard formats, enums, bounds.
 async fn the_document_says_what_each_operation_returns(db: Db) {
     let app = TestApp::spawn(&db).await;
     let doc = document(&app).await;

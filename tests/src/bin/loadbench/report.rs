@@ -1,5 +1,6 @@
-//! The results: a Markdown table and a JSON document, plus the issue's targets judged from
-//! them (informational: a missed target never fails the run).
+//! The results: a Markdown table and a JSON document, plus the performance targets
+//! (docs/performance.md, round 2: set-oriented group commit) judged from them (informational:
+//! a missed target never fails the run).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -149,7 +150,8 @@ impl Report {
         self.load_at_end = loadavg();
     }
 
-    /// Every target of issue 16 that this run's figures can judge.
+    /// Every performance target of set-oriented group commit (docs/performance.md, round 2)
+    /// that this run's figures can judge.
     fn targets(&self) -> Vec<Value> {
         let mut targets = Vec::new();
         if self.header["smoke"] == true {
