@@ -1,6 +1,9 @@
 //! The product side of `partner-billing admin` through the built binary, on a fresh SQLite file:
 //! operator tokens, promo redemption by support staff, and a login's licenses. The reseller,
 //! plan and promo batch are set up with the core library directly.
+//!
+//! Over 450 lines on purpose: one scenario per operator task (tokens, redemption, entitlements and
+//! revocation), each spelling out the commands it runs and the output contract it checks.
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! Abuse resistance (docs/security.md): sign-in throttling and the hashing bound, no oracle of
 //! registered logins, caching and sniffing headers, Node.js clients, fair promo generation,
 //! and redemption retries before limits.
+//!
+//! Over 450 lines on purpose: one scenario per abuse limit of docs/security.md, each spelling out
+//! the attempts that reach it and the answers past it.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

@@ -1,5 +1,8 @@
 //! Disagreements between the published document and the server that contract fuzzing
 //! (`.ci/schemathesis`) found, pinned: what the document declares is what the server enforces.
+//!
+//! Over 450 lines on purpose: one pinned disagreement per scenario, each spelling out the request
+//! the fuzzer sent and the answer the document promises.
 
 use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
 use reqwest::Method;

@@ -1,5 +1,8 @@
 //! Promo batches: all-or-nothing charging, the code format, replay for 72 hours, generation
 //! failures that charge nothing, and concurrency on one key.
+//!
+//! Over 450 lines on purpose: one scenario per rule of promo batches, each spelling out its
+//! requests and the rows it checks.
 
 use partner_billing::domain::ClientId;
 use partner_billing::quota;
