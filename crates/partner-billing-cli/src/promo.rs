@@ -384,9 +384,8 @@ mod tests {
 
     #[test]
     fn the_file_is_new_private_and_removed_unless_complete() {
-        let dir = std::env::temp_dir().join(format!("pb-cli-promo-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("codes.csv");
+        let dir = partner_billing_testkit::TempDir::new();
+        let path = dir.path.join("codes.csv");
 
         let pending = PendingFile::create(path.clone()).unwrap();
         assert!(path.exists());
@@ -408,6 +407,5 @@ mod tests {
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("code,batch_id,order_public_id,plan_slug\n"));
         assert_eq!(text.lines().count(), 3);
-        let _ = fs::remove_dir_all(dir);
     }
 }

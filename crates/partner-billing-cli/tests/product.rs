@@ -171,8 +171,8 @@ fn set_up_batch(dir: &Path) -> (Vec<String>, String) {
 
 #[test]
 fn operator_tokens_are_shown_once_listed_without_secrets_and_revoked() {
-    let dir = TempDir::new("tokens");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
 
     // Text: the token once on stdout, the warning on stderr.
     let out = admin(
@@ -261,8 +261,8 @@ fn operator_tokens_are_shown_once_listed_without_secrets_and_revoked() {
 
 #[test]
 fn support_staff_redeem_codes_and_list_licenses() {
-    let dir = TempDir::new("redeem");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
     let (codes, client_id) = set_up_batch(dir);
     let code = codes[0].clone();
 
@@ -419,8 +419,8 @@ fn support_staff_redeem_codes_and_list_licenses() {
 
 #[test]
 fn redeem_never_creates_the_default_master_key() {
-    let dir = TempDir::new("nokey");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
     let stderr = assert_one_line_error(
         &admin(
             dir,
@@ -450,8 +450,8 @@ fn plans_add_user(dir: &Path, login: &str) {
 
 #[test]
 fn operators_read_entitlements_and_revoke_licenses() {
-    let dir = TempDir::new("entitle");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
     let (codes, _) = set_up_batch(dir);
     let redeemed = json(
         dir,

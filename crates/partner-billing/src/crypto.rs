@@ -296,9 +296,8 @@ mod tests {
 
     #[test]
     fn key_files_are_created_private_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("pbk-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("partner-billing.key");
+        let dir = partner_billing_testkit::TempDir::new();
+        let path = dir.path.join("partner-billing.key");
         assert!(matches!(
             MasterKey::load_or_create(&path, false),
             Err(MasterKeyError::Missing { .. })
@@ -321,6 +320,5 @@ mod tests {
         ));
         std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
         assert!(MasterKey::load_or_create(&path, false).is_ok());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
