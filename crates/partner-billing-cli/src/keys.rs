@@ -247,7 +247,7 @@ fn grace_period(value: &str) -> Result<i64, String> {
         's' => 1,
         'm' => 60,
         'h' => 60 * 60,
-        'd' => 24 * 60 * 60,
+        'd' => partner_billing::utc::SECONDS_PER_DAY,
         _ => return Err(invalid()),
     };
     let seconds = digits
