@@ -73,7 +73,7 @@ pub const REQUEST_ID_MAX_CHARS: usize = 64;
 pub const BODY_MAX_BYTES: usize = 16 * 1024;
 /// An operator's `reference` on a credit or an adjustment (its idempotency key).
 pub const OPERATOR_REFERENCE_MAX_CHARS: usize = 128;
-/// An operator's `reason` on a credit or an adjustment: 1–500 characters.
+/// An operator's `--reason` (a credit, an adjustment, a license revocation): 1–500 characters.
 pub const OPERATOR_REASON_MAX_CHARS: usize = 500;
 /// How long after `createdUtc` a batch's plaintext codes can be fetched again by retrying with
 /// its idempotency key: 72 hours.

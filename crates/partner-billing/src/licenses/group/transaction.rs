@@ -29,8 +29,8 @@ fn shared_failure(err: &Error) -> Error {
     }
 }
 
-/// Runs the group's transaction and answers each request; `committed` is told the group's size
-/// when the transaction committed licenses, before any request is answered.
+/// Runs the group's transaction and answers each request; `committed_licenses` is told the size
+/// of the group when its transaction committed licenses, before any request is answered.
 pub(super) async fn run_transaction(
     store: &Store,
     mut batch: Vec<Pending>,
