@@ -17,6 +17,9 @@
 //! logins, idempotency keys and promo-code normalisation.
 //!
 //! Run: `cargo +nightly fuzz run credentials -- -max_total_time=300` (from the repository root).
+//!
+//! Over 450 lines on purpose: a cargo-fuzz target is one file and one binary, holding its fixture,
+//! its input grammar and every check made on an input.
 
 #![no_main]
 

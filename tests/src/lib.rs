@@ -7,8 +7,6 @@ pub mod product;
 pub mod receiver;
 pub mod seeded;
 
-use std::path::PathBuf;
-
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -19,6 +17,8 @@ use partner_billing::domain::{ClientId, Login, Password, PlanSlug};
 use partner_billing::plans::{self, NewPlan};
 use partner_billing::quota;
 use partner_billing::store::Store;
+use partner_billing_testkit::ScratchDatabase;
+pub use partner_billing_testkit::TempDir;
 
 /// Which database a scenario runs on.
 #[derive(Debug, Clone)]
@@ -28,21 +28,16 @@ pub enum Db {
 }
 
 impl Db {
-    /// PostgreSQL when `PARTNER_BILLING_TEST_POSTGRES_URL` is set.
+    /// PostgreSQL when `PARTNER_BILLING_TEST_POSTGRES_URL` is set (else the test kit says once
+    /// that the PostgreSQL scenarios are skipped).
     pub fn postgres() -> Option<Self> {
-        match std::env::var("PARTNER_BILLING_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => Some(Self::Postgres(url)),
-            _ => {
-                eprintln!(
-                    "PARTNER_BILLING_TEST_POSTGRES_URL is not set: PostgreSQL scenario skipped"
-                );
-                None
-            }
-        }
+        partner_billing_testkit::postgres_url().map(Self::Postgres)
     }
 }
 
-/// A fresh, empty database URL for one test.
+/// A fresh, empty database URL for one test: a SQLite file in a directory of its own, or a
+/// scratch PostgreSQL database (left for the next run's clean-up, which drops those older than
+/// two hours).
 pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
     match db {
         Db::Sqlite => {
@@ -50,94 +45,7 @@ pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
             let url = format!("sqlite://{}", dir.path.join("billing.db").display());
             (url, Some(dir))
         }
-        Db::Postgres(url) => {
-            use sqlx::Connection;
-            // Test traffic goes to `url`; databases are created over a direct connection when
-            // `PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL` names one (a pooler such as PgBouncer
-            // in front of `url` passes every database name through).
-            let admin_url = &std::env::var("PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL")
-                .ok()
-                .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| url.clone());
-            drop_leftover_databases(admin_url).await;
-            // The creation time in the name lets a later run tell abandoned databases from
-            // those of a run still going.
-            let name = format!("pbt_{}_{}", unix_now(), uuid::Uuid::new_v4().simple());
-            let mut conn = sqlx::PgConnection::connect(admin_url)
-                .await
-                .expect("PostgreSQL reachable");
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&mut conn)
-                .await
-                .expect("create test database");
-            let base = url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url);
-            (format!("{base}/{name}"), None)
-        }
-    }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
-
-/// Drops the test databases that earlier runs left behind, once per process, before this run
-/// creates any: those created more than two hours ago (or named without a time), so a test
-/// run going on beside this one keeps its databases.
-async fn drop_leftover_databases(admin_url: &str) {
-    use sqlx::Connection;
-    static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    DONE.get_or_init(|| async {
-        let mut conn = sqlx::PgConnection::connect(admin_url)
-            .await
-            .expect("PostgreSQL reachable");
-        let names: Vec<String> =
-            sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'pbt\\_%'")
-                .fetch_all(&mut conn)
-                .await
-                .expect("list test databases");
-        let cutoff = unix_now().saturating_sub(2 * 3600);
-        let abandoned = names.into_iter().filter(|name| {
-            name.split('_')
-                .nth(1)
-                .and_then(|t| t.parse::<u64>().ok())
-                .is_none_or(|created| created < cutoff)
-        });
-        for name in abandoned {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(&mut conn)
-            .await;
-        }
-    })
-    .await;
-}
-
-/// A temporary directory removed on drop.
-pub struct TempDir {
-    pub path: PathBuf,
-}
-
-impl TempDir {
-    pub fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("pbt-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self { path }
-    }
-}
-
-impl Default for TempDir {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        Db::Postgres(url) => (ScratchDatabase::create(url).await.url, None),
     }
 }
 

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use clap::{Args, Subcommand};
 use partner_billing::domain::{ApiKeyId, ClientId};
+use partner_billing::limits::ROLL_GRACE_MAX_SECONDS;
 use partner_billing::wire::ApiKeyList;
 use partner_billing_client::{Error as ApiError, PanelClient};
 use serde_json::json;
@@ -228,9 +229,6 @@ pub fn key_table(list: &ApiKeyList) -> String {
     )
 }
 
-/// The longest grace period of a roll, in seconds (7 days), as the server checks it.
-const MAX_GRACE_SECONDS: i64 = 7 * 24 * 60 * 60;
-
 /// `--expires-in`: `0`, plain seconds, or a whole number with `s`, `m`, `h` or `d`.
 fn grace_period(value: &str) -> Result<i64, String> {
     let invalid = || {
@@ -249,7 +247,7 @@ fn grace_period(value: &str) -> Result<i64, String> {
         's' => 1,
         'm' => 60,
         'h' => 60 * 60,
-        'd' => 24 * 60 * 60,
+        'd' => partner_billing::utc::SECONDS_PER_DAY,
         _ => return Err(invalid()),
     };
     let seconds = digits
@@ -257,7 +255,7 @@ fn grace_period(value: &str) -> Result<i64, String> {
         .ok()
         .and_then(|n| n.checked_mul(per_unit))
         .ok_or_else(invalid)?;
-    if seconds > MAX_GRACE_SECONDS {
+    if seconds > ROLL_GRACE_MAX_SECONDS {
         return Err(format!("`{value}` is longer than the 7 days a roll allows"));
     }
     Ok(seconds)

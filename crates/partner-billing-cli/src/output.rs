@@ -81,13 +81,7 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
 /// Unix seconds as RFC 3339 UTC, e.g. `2024-05-01T12:00:00Z` (the seconds themselves outside
 /// years 0-9999, which no time the service writes is).
 pub fn utc(seconds: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(seconds)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| seconds.to_string())
+    partner_billing::utc::rfc3339(seconds).unwrap_or_else(|| seconds.to_string())
 }
 
 /// An optional timestamp, `-` when absent.

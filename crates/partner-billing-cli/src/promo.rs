@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use partner_billing::domain::{IdempotencyKey, PlanSlug};
+use partner_billing::limits::PROMO_RECOVERY_WINDOW_SECONDS;
 use partner_billing::wire::{PromoBatch, PromoCode};
 use partner_billing_client::{Error as SdkError, Issued, MAX_PROMO_BATCH_COUNT};
 use serde::Serialize;
@@ -16,9 +17,6 @@ use serde::Serialize;
 use crate::args::{self, Remote, usage};
 use crate::output::{Output, fields, utc};
 use crate::partner::{ClientIdOpt, client, write_failure};
-
-/// How long a batch's plaintext codes can be fetched again with the same idempotency key.
-const RECOVERY_WINDOW_SECS: i64 = 72 * 3600;
 
 /// The header row of the `--out` CSV file.
 const CSV_HEADER: [&str; 4] = ["code", "batch_id", "order_public_id", "plan_slug"];
@@ -249,7 +247,9 @@ fn summary(issued: &Issued<PromoBatch>, codes: String) -> String {
             "recoverableUntil",
             format!(
                 "about {} with the same idempotency key",
-                utc(batch.created_utc.saturating_add(RECOVERY_WINDOW_SECS))
+                utc(batch
+                    .created_utc
+                    .saturating_add(PROMO_RECOVERY_WINDOW_SECONDS))
             ),
         ),
         ("idempotencyKey", issued.idempotency_key.clone()),
@@ -384,9 +384,8 @@ mod tests {
 
     #[test]
     fn the_file_is_new_private_and_removed_unless_complete() {
-        let dir = std::env::temp_dir().join(format!("pb-cli-promo-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("codes.csv");
+        let dir = partner_billing_testkit::TempDir::new();
+        let path = dir.path.join("codes.csv");
 
         let pending = PendingFile::create(path.clone()).unwrap();
         assert!(path.exists());
@@ -408,6 +407,5 @@ mod tests {
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("code,batch_id,order_public_id,plan_slug\n"));
         assert_eq!(text.lines().count(), 3);
-        let _ = fs::remove_dir_all(dir);
     }
 }

@@ -133,8 +133,8 @@ mod tests {
 
     #[test]
     fn stores_privately_and_reads_back() {
-        let dir = std::env::temp_dir().join(format!("pb-cli-session-{}", std::process::id()));
-        let file = SessionFile::resolve(Some(dir.join("sub").join("session"))).unwrap();
+        let dir = partner_billing_testkit::TempDir::new();
+        let file = SessionFile::resolve(Some(dir.path.join("sub").join("session"))).unwrap();
         file.store("rps_first").unwrap();
         file.store("rps_second").unwrap();
         let text = fs::read_to_string(file.path()).unwrap();
@@ -145,7 +145,6 @@ mod tests {
             let mode = fs::metadata(file.path()).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        let _ = fs::remove_dir_all(dir);
     }
 }
 

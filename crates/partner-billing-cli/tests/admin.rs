@@ -83,8 +83,8 @@ fn one_json_object(stdout: &[u8]) -> Value {
 
 #[test]
 fn operator_workflow_through_the_binary() {
-    let dir = TempDir::new("admin");
-    let cli = Cli::new(&dir.0);
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.path);
 
     // Plans.
     let plan = cli.json(&[
@@ -247,8 +247,8 @@ fn operator_workflow_through_the_binary() {
 
 #[test]
 fn errors_are_one_line_and_non_zero() {
-    let dir = TempDir::new("admin");
-    let cli = Cli::new(&dir.0);
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.path);
     let unknown = "rsc_000000000000000000000000";
 
     for args in [
@@ -307,8 +307,8 @@ fn errors_are_one_line_and_non_zero() {
 
 #[test]
 fn purge_on_a_fresh_database_drops_nothing() {
-    let dir = TempDir::new("admin");
-    let cli = Cli::new(&dir.0);
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.path);
     assert_eq!(
         cli.json(&["purge"]),
         serde_json::json!({ "purged": 0, "purgedSessions": 0 })
@@ -320,8 +320,8 @@ fn purge_on_a_fresh_database_drops_nothing() {
 
 #[test]
 fn corrections_and_the_audit_log_through_the_binary() {
-    let dir = TempDir::new("admin");
-    let cli = Cli::new(&dir.0);
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.path);
     cli.json(&["plan", "create", "--slug", "pro", "--name", "Pro"]);
     let created = cli.json_with_stdin(
         &["reseller", "create", "--name", "Acme", "--password-stdin"],

@@ -1,6 +1,9 @@
 //! The product side of `partner-billing admin` through the built binary, on a fresh SQLite file:
 //! operator tokens, promo redemption by support staff, and a login's licenses. The reseller,
 //! plan and promo batch are set up with the core library directly.
+//!
+//! Over 450 lines on purpose: one scenario per operator task (tokens, redemption, entitlements and
+//! revocation), each spelling out the commands it runs and the output contract it checks.
 
 mod common;
 
@@ -57,7 +60,7 @@ fn json(dir: &Path, args: &[&str]) -> Value {
 }
 
 /// A failure: exit status `code`, nothing on stdout, one `error: ` line on stderr holding
-/// `expected`.
+/// `expected` (the shared check, [`common::assert_one_line_error`], and the status).
 fn assert_one_line_error(out: &Output, code: i32, expected: &str) -> String {
     assert_eq!(
         out.status.code(),
@@ -66,20 +69,7 @@ fn assert_one_line_error(out: &Output, code: i32, expected: &str) -> String {
         text(&out.stdout),
         text(&out.stderr)
     );
-    assert!(
-        out.stdout.is_empty(),
-        "stdout on failure: {:?}",
-        text(&out.stdout)
-    );
-    let stderr = text(&out.stderr);
-    assert_eq!(
-        stderr.lines().count(),
-        1,
-        "stderr is not one line: {stderr:?}"
-    );
-    assert!(stderr.starts_with("error: "), "{stderr:?}");
-    assert!(stderr.contains(expected), "{stderr:?} lacks {expected:?}");
-    stderr
+    common::assert_one_line_error(out, expected)
 }
 
 /// A plan `pro` (30 days, 2 redemptions per code), a reseller with quota, the login `alice`
@@ -181,8 +171,8 @@ fn set_up_batch(dir: &Path) -> (Vec<String>, String) {
 
 #[test]
 fn operator_tokens_are_shown_once_listed_without_secrets_and_revoked() {
-    let dir = TempDir::new("tokens");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
 
     // Text: the token once on stdout, the warning on stderr.
     let out = admin(
@@ -271,8 +261,8 @@ fn operator_tokens_are_shown_once_listed_without_secrets_and_revoked() {
 
 #[test]
 fn support_staff_redeem_codes_and_list_licenses() {
-    let dir = TempDir::new("redeem");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
     let (codes, client_id) = set_up_batch(dir);
     let code = codes[0].clone();
 
@@ -429,8 +419,8 @@ fn support_staff_redeem_codes_and_list_licenses() {
 
 #[test]
 fn redeem_never_creates_the_default_master_key() {
-    let dir = TempDir::new("nokey");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
     let stderr = assert_one_line_error(
         &admin(
             dir,
@@ -460,8 +450,8 @@ fn plans_add_user(dir: &Path, login: &str) {
 
 #[test]
 fn operators_read_entitlements_and_revoke_licenses() {
-    let dir = TempDir::new("entitle");
-    let dir = dir.0.as_path();
+    let dir = TempDir::new();
+    let dir = dir.path.as_path();
     let (codes, _) = set_up_batch(dir);
     let redeemed = json(
         dir,

@@ -107,9 +107,9 @@ fn path_str(path: &Path) -> &str {
 
 #[test]
 fn an_existing_out_file_is_refused_before_any_request() {
-    let dir = TempDir::new("promo");
+    let dir = TempDir::new();
     let service = Untouched::new();
-    let existing = dir.0.join("codes.csv");
+    let existing = dir.path.join("codes.csv");
     std::fs::write(&existing, "precious\n").unwrap();
     for json in [false, true] {
         let mut args = vec![];
@@ -138,9 +138,9 @@ fn an_existing_out_file_is_refused_before_any_request() {
 
 #[test]
 fn bad_counts_and_keys_are_usage_errors() {
-    let dir = TempDir::new("promo");
+    let dir = TempDir::new();
     let service = Untouched::new();
-    let out_file = dir.0.join("codes.csv");
+    let out_file = dir.path.join("codes.csv");
     for (count, expected) in [
         ("0", "--count"),
         ("abc", "--count"),
@@ -201,9 +201,9 @@ fn bad_counts_and_keys_are_usage_errors() {
 
 #[test]
 fn missing_credentials_create_no_file() {
-    let dir = TempDir::new("promo");
+    let dir = TempDir::new();
     let service = Untouched::new();
-    let out_file = dir.0.join("codes.csv");
+    let out_file = dir.path.join("codes.csv");
     let out = run(
         &service.base_url(),
         &[
@@ -226,9 +226,9 @@ fn missing_credentials_create_no_file() {
 
 #[tokio::test]
 async fn codes_go_to_a_new_private_csv_file() {
-    let dir = TempDir::new("promo");
+    let dir = TempDir::new();
     let server = service_answering(batch()).await;
-    let out_file = dir.0.join("codes.csv");
+    let out_file = dir.path.join("codes.csv");
     let out = run(
         &server.uri(),
         &[
@@ -284,9 +284,9 @@ async fn codes_go_to_a_new_private_csv_file() {
 
 #[tokio::test]
 async fn json_with_out_prints_a_summary_without_codes() {
-    let dir = TempDir::new("promo");
+    let dir = TempDir::new();
     let server = service_answering(batch().insert_header("idempotent-replayed", "true")).await;
-    let out_file = dir.0.join("codes.csv");
+    let out_file = dir.path.join("codes.csv");
     let out = run(
         &server.uri(),
         &[
@@ -378,8 +378,8 @@ async fn json_without_out_prints_the_batch_and_the_key() {
 
 #[tokio::test]
 async fn failures_print_the_key_and_leave_no_file() {
-    let dir = TempDir::new("promo");
-    let out_file = dir.0.join("codes.csv");
+    let dir = TempDir::new();
+    let out_file = dir.path.join("codes.csv");
     let cases = [
         (
             problem(402, "Reseller.InsufficientQuota", json!({})),

@@ -15,10 +15,8 @@ use poem_openapi::types::Type;
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
+use partner_billing::limits::BODY_MAX_BYTES;
 use partner_billing::wire::ErrorCode;
-
-/// The largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// A JSON request body parsed with serde.
 #[derive(Debug)]
@@ -54,7 +52,7 @@ impl<T: Type + DeserializeOwned> ParsePayload for JsonBody<T> {
     const IS_REQUIRED: bool = true;
 
     async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
-        read_json(request, body, MAX_BODY_BYTES)
+        read_json(request, body, BODY_MAX_BYTES)
             .await
             .map(JsonBody)
             .map_err(Into::into)
@@ -62,7 +60,7 @@ impl<T: Type + DeserializeOwned> ParsePayload for JsonBody<T> {
 }
 
 /// A JSON body of at most `LIMIT` bytes, for the one request that needs more than
-/// [`MAX_BODY_BYTES`] (voiding up to 1000 listed promo codes); otherwise as [`JsonBody`].
+/// [`BODY_MAX_BYTES`] (voiding up to 1000 listed promo codes); otherwise as [`JsonBody`].
 #[derive(Debug)]
 pub struct LargeJsonBody<T, const LIMIT: usize>(pub T);
 

@@ -11,6 +11,7 @@ use crate::logging::LogFormat;
 
 use partner_billing::clock::Clock;
 use partner_billing::crypto::default_master_key_path;
+use partner_billing::db;
 use partner_billing::key_check::{KeyFile, open_master_key};
 use partner_billing::store::Store;
 
@@ -132,7 +133,7 @@ where
     let (key_path, file) = match &args.master_key_file {
         Some(path) => (path.clone(), KeyFile::Configured),
         None => (
-            default_master_key_path(&args.database_url),
+            default_master_key_path(db::sqlite_file_path(&args.database_url)),
             KeyFile::Default,
         ),
     };

@@ -277,7 +277,7 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
             Length(limits::PASSWORD_MIN_CHARS, limits::PASSWORD_MAX_CHARS)
         }
         (_, "url") => Length(0, limits::WEBHOOK_URL_MAX_CHARS),
-        ("AuditEntryList", "nextCursor") => Length(1, audit::CURSOR_MAX_CHARS),
+        ("AuditEntryList", "nextCursor") => Length(1, limits::AUDIT_CURSOR_MAX_CHARS),
         (_, "cursor" | "nextCursor") => Length(1, limits::CURSOR_MAX_CHARS),
         ("LedgerEntryRecord", "reference") => Length(0, limits::LEDGER_REFERENCE_MAX_CHARS),
         // A code as it was sent: anything the request could hold.
@@ -286,15 +286,15 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
         }
         (_, "description") => Length(0, limits::WEBHOOK_DESCRIPTION_MAX_CHARS),
         ("WebhookDelivery", "error") => Length(0, limits::WEBHOOK_DELIVERY_ERROR_MAX_CHARS),
-        ("AuditEntry", "actor") => Length(1, audit::ACTOR_MAX_CHARS),
-        ("AuditEntry", "sourceAddress") => Length(1, audit::SOURCE_ADDRESS_MAX_CHARS),
-        ("AuditEntry", "requestId") => Length(1, audit::REQUEST_ID_MAX_CHARS),
+        ("AuditEntry", "actor") => Length(1, limits::AUDIT_ACTOR_MAX_CHARS),
+        ("AuditEntry", "sourceAddress") => Length(1, limits::AUDIT_SOURCE_ADDRESS_MAX_CHARS),
+        ("AuditEntry", "requestId") => Length(1, limits::REQUEST_ID_MAX_CHARS),
         // Problem texts: the type URI and title are fixed per code; the detail and `field` may
         // name an unknown member of the request, which is at most the body's size.
         ("Problem", "type") => Length(1, 256),
         ("Problem", "title") => Length(1, 256),
-        ("Problem", "field") => Length(0, crate::MAX_BODY_BYTES),
-        ("Problem", "detail") => Length(1, crate::MAX_BODY_BYTES + 256),
+        ("Problem", "field") => Length(0, limits::BODY_MAX_BYTES),
+        ("Problem", "detail") => Length(1, limits::BODY_MAX_BYTES + 256),
         _ => return None,
     })
 }
@@ -333,7 +333,7 @@ fn array_items(schema: &str, property: &str) -> Option<(usize, usize)> {
         (_, "eventTypes") => (1, WEBHOOK_EVENT_TYPES.len()),
         ("WebhookEndpointList", "webhookEndpoints") => (0, limits::MAX_WEBHOOK_ENDPOINTS),
         ("WebhookDeliveryList", "deliveries") => (0, limits::WEBHOOK_DELIVERIES_LISTED),
-        ("AuditEntryList", "entries") => (0, audit::MAX_PAGE_SIZE as usize),
+        ("AuditEntryList", "entries") => (0, limits::PAGE_LIMIT_MAX as usize),
         ("LicenseList", "licenses")
         | ("PromoBatchList", "promoBatches")
         | ("LedgerPage", "entries") => (0, limits::PAGE_LIMIT_MAX as usize),

@@ -45,7 +45,6 @@ use serde_json::Value;
 use partner_billing::store::Store;
 use partner_billing::wire::ErrorCode;
 
-pub use body::MAX_BODY_BYTES;
 pub use metrics::Metrics;
 pub use problem::{
     ApiError, Challenge, PROBLEM_JSON, WWW_AUTHENTICATE, WWW_AUTHENTICATE_BEARER,

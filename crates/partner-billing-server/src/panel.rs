@@ -6,7 +6,8 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::accounts;
-use partner_billing::audit::{self, Actor};
+use partner_billing::audit::Actor;
+use partner_billing::audit_log;
 use partner_billing::domain::Password;
 use partner_billing::keys;
 use partner_billing::wire::{
@@ -166,7 +167,7 @@ impl PanelApi {
         cursor: Query<Option<String>>,
     ) -> OpResult<ActivityResponse, errors::ListActivity> {
         let account = auth.verify(&state.store).await?;
-        let page = audit::account_page(
+        let page = audit_log::account_page(
             &state.store,
             account.account_id,
             limit.0,

@@ -2,6 +2,10 @@
 //! process over a fresh SQLite store: arbitrary `X-Client-Id`, `X-Client-Secret` and
 //! `Authorization` values never panic the server or give a 5xx, anything that is not a valid key
 //! is the one empty 401, and a valid key is accepted in either form alike.
+//!
+//! Over 450 lines on purpose: the app fixture, the strategies of arbitrary and near-miss
+//! credentials and the properties drawing from them read as one piece; split apart, a property
+//! would lose sight of what it draws.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -5,8 +5,8 @@ mod password;
 mod session;
 
 pub use session::{
-    PanelAccount, SESSION_IDLE_SECONDS, SESSION_LIFETIME_SECONDS, authenticate_session,
-    change_password, create_session, end_session, purge_expired_sessions,
+    PanelAccount, authenticate_session, change_password, create_session, end_session,
+    purge_expired_sessions,
 };
 
 use serde::Serialize;
@@ -109,13 +109,19 @@ pub async fn set_standing(
     origin: &Origin,
 ) -> Result<()> {
     let mut tx = store.begin_write().await?;
-    let current: (i64, String) =
-        sqlx::query_as("SELECT id, standing FROM accounts WHERE client_id = $1")
-            .bind(client_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(Error::NotFound("reseller"))?;
-    let (account_id, before) = current;
+    #[derive(sqlx::FromRow)]
+    struct Current {
+        id: i64,
+        standing: String,
+    }
+    let Current {
+        id: account_id,
+        standing: before,
+    } = sqlx::query_as("SELECT id, standing FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound("reseller"))?;
     sqlx::query("UPDATE accounts SET standing = $1 WHERE id = $2")
         .bind(standing.as_str())
         .bind(account_id)
@@ -182,6 +188,15 @@ pub async fn set_password(
     tx.commit().await?;
     written.committed(store);
     Ok(())
+}
+
+/// The row id of the account `client_id` names; [`Error::NotFound`] when none does.
+pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
+    sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_optional(store.pool())
+        .await?
+        .ok_or(Error::NotFound("reseller"))
 }
 
 /// `GET /v1/billing/resellers/me`.

@@ -12,20 +12,12 @@ use futures_util::Stream;
 
 use crate::domain::Login;
 use crate::error::Result;
+use crate::limits::{
+    PANEL_LEDGER_PAGE_SIZE, PANEL_LICENSES_PAGE_SIZE, PANEL_PROMO_BATCHES_PAGE_SIZE,
+};
 use crate::reads::cursor::{self, List};
 use crate::store::Store;
-
-/// Ledger entries per panel page.
-pub const LEDGER_PAGE_SIZE: i64 = 50;
-
-/// Licenses per panel page.
-pub const LICENSES_PAGE_SIZE: i64 = 100;
-
-/// Promo batches per panel page.
-pub const PROMO_BATCHES_PAGE_SIZE: i64 = 50;
-
-/// Audit entries per panel page.
-pub const ACTIVITY_PAGE_SIZE: i64 = 50;
+use crate::utc::{SECONDS_PER_DAY, day_start};
 
 /// Ledger entries read at a time for the CSV.
 const CSV_CHUNK: i64 = 1000;
@@ -177,7 +169,7 @@ pub async fn ledger_page(
         &["l.id"],
         product_slug,
         cursor,
-        LEDGER_PAGE_SIZE,
+        PANEL_LEDGER_PAGE_SIZE,
     )
     .await
 }
@@ -244,7 +236,7 @@ pub async fn promo_batches(
          b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
          FROM promo_batches b JOIN plans p ON p.id = b.plan_id \
          WHERE b.account_id = $1 AND $2 = ''",
-        window = crate::promo::RECOVERY_WINDOW_SECONDS,
+        window = crate::limits::PROMO_RECOVERY_WINDOW_SECONDS,
     );
     newest_first(
         store,
@@ -254,7 +246,7 @@ pub async fn promo_batches(
         &["b.id"],
         "",
         cursor,
-        PROMO_BATCHES_PAGE_SIZE,
+        PANEL_PROMO_BATCHES_PAGE_SIZE,
     )
     .await
 }
@@ -297,7 +289,7 @@ pub async fn licenses(
         &["l.id"],
         login.map_or("", Login::as_str),
         cursor,
-        LICENSES_PAGE_SIZE,
+        PANEL_LICENSES_PAGE_SIZE,
     )
     .await
 }
@@ -314,26 +306,24 @@ pub struct UsageRow {
 /// Days the overview's usage covers, today included.
 pub const USAGE_DAYS: i64 = 30;
 
-/// The first second (UTC) of the day `unix_seconds` falls in.
-pub fn day_start(unix_seconds: i64) -> i64 {
-    unix_seconds.div_euclid(86_400) * 86_400
-}
-
 /// Units the account spent per day and product over the last [`USAGE_DAYS`] days, oldest
 /// day first; days without spending are absent. At most 30 × products rows, read from the
 /// ledger's (account, time) index.
 pub async fn usage_by_day(store: &Store, account_id: i64) -> Result<Vec<UsageRow>> {
-    let since = day_start(store.now_utc()) - (USAGE_DAYS - 1) * 86_400;
-    Ok(sqlx::query_as(
-        "SELECT (l.created_utc / 86400) * 86400 AS day_utc, p.slug AS product_slug, \
-         CAST(SUM(-l.delta) AS BIGINT) AS units \
+    let since = day_start(store.now_utc()) - (USAGE_DAYS - 1) * SECONDS_PER_DAY;
+    // The day of an entry as `day_start` tells it (times are never negative here).
+    let sql = format!(
+        "SELECT (l.created_utc / {SECONDS_PER_DAY}) * {SECONDS_PER_DAY} AS day_utc, \
+         p.slug AS product_slug, CAST(SUM(-l.delta) AS BIGINT) AS units \
          FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
          WHERE l.account_id = $1 AND l.created_utc >= $2 \
          AND l.kind IN ('license', 'promo_batch') \
-         GROUP BY (l.created_utc / 86400) * 86400, p.slug ORDER BY day_utc, product_slug",
-    )
-    .bind(account_id)
-    .bind(since)
-    .fetch_all(store.pool())
-    .await?)
+         GROUP BY (l.created_utc / {SECONDS_PER_DAY}) * {SECONDS_PER_DAY}, p.slug \
+         ORDER BY day_utc, product_slug"
+    );
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(account_id)
+        .bind(since)
+        .fetch_all(store.pool())
+        .await?)
 }

@@ -6,8 +6,9 @@
 //! request id) and writes its [`Entry`] inside its own transaction: no entry without its change,
 //! no change without its entry. Details are built from parsed values only and never hold a
 //! secret, token, password or promo code; free text in them is bounded ([`bounded_text`]).
-
-mod read;
+//!
+//! Every domain module that changes something writes its entries here, so this module imports
+//! none of them; reading the trail back is [`crate::audit_log`]'s.
 
 use std::net::IpAddr;
 
@@ -16,27 +17,8 @@ use serde_json::{Map, Value};
 use crate::db::Tx;
 use crate::domain::{ClientId, InvalidField};
 use crate::error::Result;
+use crate::limits::{AUDIT_DETAIL_TEXT_MAX_CHARS, OPERATOR_REASON_MAX_CHARS};
 use crate::store::Store;
-
-pub use read::{
-    AuditPage, CURSOR_MAX_CHARS, Cursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, account_page,
-    operator_log, panel_page, parse_limit,
-};
-
-/// Longest free text kept in an entry's details (a key name, a description), in characters.
-pub const DETAIL_TEXT_MAX_CHARS: usize = 200;
-
-/// Longest actor label: `operator_token:` and a bounded name.
-pub const ACTOR_MAX_CHARS: usize = "operator_token:".len() + DETAIL_TEXT_MAX_CHARS + 1;
-
-/// Longest source address (an IPv6 address in text).
-pub const SOURCE_ADDRESS_MAX_CHARS: usize = 45;
-
-/// Longest request id (`X-Request-Id` is taken at 1-64 visible ASCII characters).
-pub const REQUEST_ID_MAX_CHARS: usize = 64;
-
-/// Longest operator reason (`--reason`), in characters.
-pub const REASON_MAX_CHARS: usize = 500;
 
 /// Who made a change, as the trail names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,14 +95,6 @@ impl Origin {
             actor: Actor::cli_user(),
             source_address: None,
             request_id: None,
-        }
-    }
-
-    /// The same request, made by another actor (a sign-in learns its actor once it succeeds).
-    pub fn acting_as(&self, actor: Actor) -> Self {
-        Self {
-            actor,
-            ..self.clone()
         }
     }
 
@@ -285,19 +259,19 @@ pub struct Written(Action);
 impl Written {
     /// Reports the entry to the store's observer (the server's metric) after the COMMIT.
     pub fn committed(self, store: &Store) {
-        store.audit_observed(self.0);
+        store.audit_observed(self.0.as_str());
     }
 }
 
 /// Free text for an entry: control characters become spaces, and past
-/// [`DETAIL_TEXT_MAX_CHARS`] it is cut with `…`.
+/// [`AUDIT_DETAIL_TEXT_MAX_CHARS`] it is cut with `…`.
 pub fn bounded_text(text: &str) -> String {
     let mut out: String = text
         .chars()
-        .take(DETAIL_TEXT_MAX_CHARS)
+        .take(AUDIT_DETAIL_TEXT_MAX_CHARS)
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if text.chars().nth(DETAIL_TEXT_MAX_CHARS).is_some() {
+    if text.chars().nth(AUDIT_DETAIL_TEXT_MAX_CHARS).is_some() {
         out.push('…');
     }
     out
@@ -318,10 +292,10 @@ pub fn url_for_trail(url: &str) -> String {
     }
 }
 
-/// An operator's reason: 1 to [`REASON_MAX_CHARS`] characters, no control characters.
+/// An operator's reason: 1 to [`OPERATOR_REASON_MAX_CHARS`] characters, no control characters.
 /// Refused, not cleaned: the operator retypes it.
 pub fn parse_reason(reason: &str) -> std::result::Result<&str, InvalidField> {
-    if reason.trim().is_empty() || reason.chars().nth(REASON_MAX_CHARS).is_some() {
+    if reason.trim().is_empty() || reason.chars().nth(OPERATOR_REASON_MAX_CHARS).is_some() {
         return Err(InvalidField::new("reason", "must be 1-500 characters"));
     }
     if reason.chars().any(char::is_control) {
@@ -342,7 +316,7 @@ mod tests {
         assert_eq!(bounded_text("a\nb\u{1b}[31m"), "a b [31m");
         let long = "x".repeat(10_000);
         let kept = bounded_text(&long);
-        assert_eq!(kept.chars().count(), DETAIL_TEXT_MAX_CHARS + 1);
+        assert_eq!(kept.chars().count(), AUDIT_DETAIL_TEXT_MAX_CHARS + 1);
         assert!(kept.ends_with('…'));
     }
 

@@ -227,16 +227,13 @@ impl fmt::Debug for MasterKey {
     }
 }
 
-/// The master key file used when none is named: `partner-billing.key` in the SQLite database's
-/// directory, else (PostgreSQL, or a database file without a directory) in the working
-/// directory. The server and the admin CLI share this rule.
-pub fn default_master_key_path(database_url: &str) -> PathBuf {
+/// The master key file used when none is named: `partner-billing.key` in the directory of the
+/// database file (the database layer's `db::sqlite_file_path` of the URL), else (PostgreSQL,
+/// or a database file without a directory) in the working directory. The server and the admin
+/// CLI share this rule.
+pub fn default_master_key_path(database_file: Option<&Path>) -> PathBuf {
     const NAME: &str = "partner-billing.key";
-    let file = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .map(|rest| rest.split('?').next().unwrap_or(rest));
-    match file.map(Path::new).and_then(Path::parent) {
+    match database_file.and_then(Path::parent) {
         Some(dir) if !dir.as_os_str().is_empty() => dir.join(NAME),
         _ => PathBuf::from(NAME),
     }
@@ -277,6 +274,8 @@ mod tests {
 
     #[test]
     fn the_default_key_sits_beside_the_sqlite_file() {
+        let default_master_key_path =
+            |url: &str| super::default_master_key_path(crate::db::sqlite_file_path(url));
         assert_eq!(
             default_master_key_path("sqlite:///var/lib/pb/billing.db?mode=rwc"),
             PathBuf::from("/var/lib/pb/partner-billing.key")
@@ -297,9 +296,8 @@ mod tests {
 
     #[test]
     fn key_files_are_created_private_and_read_back() {
-        let dir = std::env::temp_dir().join(format!("pbk-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("partner-billing.key");
+        let dir = partner_billing_testkit::TempDir::new();
+        let path = dir.path.join("partner-billing.key");
         assert!(matches!(
             MasterKey::load_or_create(&path, false),
             Err(MasterKeyError::Missing { .. })
@@ -322,6 +320,5 @@ mod tests {
         ));
         std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
         assert!(MasterKey::load_or_create(&path, false).is_ok());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,6 +9,7 @@ pub mod dialect;
 mod readers;
 mod write;
 
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use crate::error::{Error, Result};
 pub use readers::Reader;
 use readers::Readers;
 pub use write::Tx;
-use write::WriteTurns;
+use write::{SQLITE_BUSY_TIMEOUT_MS, WriteTurns};
 
 /// Which database a [`Db`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +63,6 @@ const fn kept_readers(connections: u32) -> u32 {
         1
     }
 }
-
-/// How long a SQLite statement waits for another process's lock before it fails.
-const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
 
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
@@ -164,6 +162,8 @@ impl Db {
         let readers = Readers::new(
             pool.clone(),
             usize::try_from(kept_readers(max_connections(backend))).unwrap_or(1),
+            ACQUIRE_TIMEOUT,
+            PING_WHEN_IDLE_FOR,
         );
         Ok(Self {
             pool,
@@ -270,8 +270,11 @@ fn create_private_sqlite_file(database_url: &str) -> Result<()> {
     }
 }
 
-/// The file of a SQLite database URL; `None` for an in-memory database.
-fn sqlite_file_path(database_url: &str) -> Option<&str> {
+/// The file a SQLite database URL names (`sqlite://data/billing.db?mode=rwc`:
+/// `data/billing.db`); `None` for PostgreSQL and for an in-memory database. What belongs beside
+/// the database is placed by it: the file's private mode here, the default master key file
+/// (`crypto::default_master_key_path`), so no module above this one reads a URL's scheme.
+pub fn sqlite_file_path(database_url: &str) -> Option<&Path> {
     let path = database_url
         .strip_prefix("sqlite://")
         .or_else(|| database_url.strip_prefix("sqlite:"))
@@ -279,7 +282,7 @@ fn sqlite_file_path(database_url: &str) -> Option<&str> {
     if path.is_empty() || path.starts_with(':') || database_url.contains("mode=memory") {
         return None;
     }
-    Some(path)
+    Some(Path::new(path))
 }
 
 /// Never echo a URL back: it may hold a password.

@@ -14,105 +14,25 @@
 //! key check comes to is one type, `Keyed`; its refusals are errors.
 
 use crate::db::{Tx, dialect, is_unique_violation};
-use crate::domain::{IdempotencyKey, sha256_hex};
+use crate::domain::IdempotencyKey;
 use crate::error::{Error, Result};
 use crate::faults::{CrashPoint, crash_point};
 use crate::runtime::InFlightGuard;
 use crate::store::Store;
 
 mod batch;
+mod rule;
 
-pub(crate) use batch::{KeyBatch, RecordRow, StoredOutcome};
+pub(crate) use batch::{KeyBatch, RecordRow};
+pub use rule::Fingerprint;
+pub(crate) use rule::{Keyed, KeyedRequest, Scope, StoredOutcome};
+use rule::{check, response_body};
 
 /// The outcome of a partner write, and whether it was replayed from an earlier success.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome<T> {
     pub value: T,
     pub replayed: bool,
-}
-
-/// What a request is, for telling "the same request again" from "another request".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fingerprint {
-    operation: &'static str,
-    digest: String,
-}
-
-impl Fingerprint {
-    /// The operation name and its canonical fields, each length-prefixed so that no two
-    /// different requests share a fingerprint.
-    pub fn new(operation: &'static str, fields: &[&str]) -> Self {
-        let mut canonical = String::from(operation);
-        for field in fields {
-            canonical.push_str(&format!("|{}:{}", field.len(), field));
-        }
-        Self {
-            operation,
-            digest: sha256_hex(canonical.as_bytes()),
-        }
-    }
-}
-
-/// Whose idempotency keys a record belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope<'a> {
-    /// A reseller account (partner writes): `idempotency_records`.
-    Account(i64),
-    /// A product-API caller (`token:<id>` or `console`): `operator_idempotency_records`.
-    Operator(&'a str),
-}
-
-impl Scope<'_> {
-    /// The key as one string, for the in-process registry and the PostgreSQL advisory lock.
-    pub(crate) fn lock_name(self, key: &IdempotencyKey) -> String {
-        match self {
-            Self::Account(account_id) => format!("account:{account_id}:{}", key.as_str()),
-            Self::Operator(scope) => format!("operator:{scope}:{}", key.as_str()),
-        }
-    }
-}
-
-/// A keyed request: whose key it is, the key, and what the request is.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeyedRequest<'a> {
-    pub scope: Scope<'a>,
-    pub key: &'a IdempotencyKey,
-    pub fingerprint: &'a Fingerprint,
-}
-
-/// What the check of a key comes to, for one request or each request of a batch: the one
-/// outcome type of the write engine. A refusal (the key reused for another request, the key in
-/// progress) is an [`Error`] beside it.
-#[derive(Debug)]
-pub(crate) enum Keyed<T> {
-    /// No earlier outcome: the write goes ahead with `T` (the open [`KeyedWrite`], or the
-    /// effects a batch decided).
-    Fresh(T),
-    /// The stored response body of the earlier success.
-    Replay(String),
-}
-
-/// The check itself, from whether this request holds the key (its claim in this process, its
-/// lock across replicas) and what is stored under the key: the same rule for [`claim`],
-/// [`start`] and [`KeyBatch`]. A stored outcome answers whatever else: the replay, or the key
-/// reused for another request. Only a key with nothing stored that another request holds is in
-/// progress: its first request is still running.
-fn check(
-    held: bool,
-    stored: Option<&StoredOutcome>,
-    fingerprint: &Fingerprint,
-) -> Result<Keyed<()>> {
-    match stored {
-        Some(stored)
-            if stored.operation != fingerprint.operation
-                || stored.fingerprint != fingerprint.digest =>
-        {
-            Err(Error::IdempotencyKeyReused)
-        }
-        Some(stored) => Ok(Keyed::Replay(stored.response_body.clone())),
-        None if held => Ok(Keyed::Fresh(())),
-        None => Err(Error::RequestInProgress),
-    }
 }
 
 /// Holds the key for this request in this process (a map of keys in flight); across replicas
@@ -299,12 +219,6 @@ pub(crate) fn replayed<T: serde::de::DeserializeOwned>(body: &str) -> Result<Out
     })
 }
 
-/// The response body stored for a success: its outcome as JSON.
-fn response_body<T: serde::Serialize>(outcome: &T) -> Result<String> {
-    serde_json::to_string(outcome)
-        .map_err(|e| Error::Internal(format!("outcome not serialisable: {e}")))
-}
-
 /// Stores the outcome of a success inside its transaction.
 async fn record<T: serde::Serialize>(
     tx: &mut Tx,
@@ -348,18 +262,4 @@ async fn record<T: serde::Serialize>(
         }
     })?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fingerprints_separate_fields() {
-        let a = Fingerprint::new("license", &["ab", "c"]);
-        let b = Fingerprint::new("license", &["a", "bc"]);
-        assert_ne!(a, b);
-        assert_eq!(a, Fingerprint::new("license", &["ab", "c"]));
-        assert_ne!(a, Fingerprint::new("promo_batch", &["ab", "c"]));
-    }
 }

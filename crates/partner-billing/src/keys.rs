@@ -8,6 +8,7 @@
 
 use subtle::ConstantTimeEq;
 
+use crate::accounts::account_id_of;
 use crate::audit::{Action, Entry, Origin};
 use crate::db::{Tx, dialect};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
@@ -23,7 +24,7 @@ const ACTIVE_AT: &str = "k.status = 'active' AND (k.expires_utc IS NULL OR k.exp
 pub const MAX_ROLL_GRACE_SECONDS: i64 = crate::limits::ROLL_GRACE_MAX_SECONDS;
 
 /// The grace period of a roll that names none: one day.
-pub const DEFAULT_ROLL_GRACE_SECONDS: i64 = 24 * 60 * 60;
+pub const DEFAULT_ROLL_GRACE_SECONDS: i64 = crate::limits::ROLL_GRACE_DEFAULT_SECONDS;
 
 /// At most this many keys may be active under one client id.
 pub const MAX_ACTIVE_KEYS: i64 = crate::limits::MAX_ACTIVE_API_KEYS as i64;
@@ -448,14 +449,6 @@ pub async fn revoke_api_key_for(
 ) -> Result<()> {
     let account_id = account_id_of(store, client_id).await?;
     revoke_api_key(store, account_id, api_key_id, origin).await
-}
-
-pub(crate) async fn account_id_of(store: &Store, client_id: &ClientId) -> Result<i64> {
-    sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
-        .bind(client_id.as_str())
-        .fetch_optional(store.pool())
-        .await?
-        .ok_or(Error::NotFound("reseller"))
 }
 
 /// Records the `api_key.expired` event of every rolled key whose grace period has ended and

@@ -1,14 +1,16 @@
 //! Partner Billing core: resellers hold prepaid quota per product and spend it on licenses and
 //! promo codes through API keys.
 //!
-//! Without feature `db` only [`wire`] and [`domain`] compile: the shapes of the HTTP API and
-//! the parsed values, which the SDK shares. With `db` (the default) come the operations, as
-//! typed async functions over a [`store::Store`] on SQLite or PostgreSQL.
+//! Without feature `db` only [`wire`] and [`domain`] compile, with the values beside them
+//! ([`limits`], [`utc`], [`csv`], [`webhook_signature`]): the shapes of the HTTP API and the
+//! parsed values, which the SDK shares. With `db` (the default) come the operations, as typed
+//! async functions over a [`store::Store`] on SQLite or PostgreSQL.
 #![forbid(unsafe_code)]
 
 pub mod csv;
 pub mod domain;
 pub mod limits;
+pub mod utc;
 pub mod webhook_signature;
 pub mod wire;
 
@@ -18,6 +20,8 @@ pub mod accounts;
 pub mod activity;
 #[cfg(feature = "db")]
 pub mod audit;
+#[cfg(feature = "db")]
+pub mod audit_log;
 #[cfg(feature = "db")]
 pub mod clock;
 #[cfg(feature = "db")]

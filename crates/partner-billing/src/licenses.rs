@@ -1,35 +1,18 @@
 //! Direct license issue: one unit of quota for one subscription to a named login; and the
 //! licenses a login holds, issued directly or redeemed from promo codes.
 
-use crate::domain::{IdempotencyKey, Login, PlanSlug};
+use crate::domain::Login;
 use crate::error::{Error, Result};
-use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, Outcome, Scope};
+use crate::idempotency::{self, Keyed, KeyedRequest, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::store::Store;
 use crate::throttle;
-use crate::wire::{IssueLicenseRequest, License, UserLicenses};
+use crate::wire::{License, UserLicenses};
 
 mod group;
+mod request;
 
-/// A parsed license request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IssueLicense {
-    pub plan: PlanSlug,
-    pub login: Login,
-    pub idempotency_key: IdempotencyKey,
-}
-
-impl TryFrom<&IssueLicenseRequest> for IssueLicense {
-    type Error = Error;
-
-    fn try_from(request: &IssueLicenseRequest) -> Result<Self> {
-        Ok(Self {
-            plan: PlanSlug::parse("planSlug", &request.plan_slug)?,
-            login: Login::parse("login", &request.login)?,
-            idempotency_key: IdempotencyKey::parse("idempotencyKey", &request.idempotency_key)?,
-        })
-    }
-}
+pub use request::IssueLicense;
 
 /// Issues one license, charging one unit, in one transaction with its ledger entry and
 /// idempotency record. A retry with the same key replays the stored license.
@@ -59,7 +42,7 @@ async fn issue_license_once(
     account: &PartnerAccount,
     request: IssueLicense,
 ) -> Result<Outcome<License>> {
-    let fingerprint = fingerprint(&request);
+    let fingerprint = request::fingerprint(&request);
     let keyed = KeyedRequest {
         scope: Scope::Account(account.account_id),
         key: &request.idempotency_key,
@@ -70,11 +53,6 @@ async fn issue_license_once(
         Keyed::Replay(body) => return idempotency::replayed(&body),
     };
     group::issue(store, account, request).await
-}
-
-/// What makes two license requests the same request.
-fn fingerprint(request: &IssueLicense) -> Fingerprint {
-    Fingerprint::new("license", &[request.plan.as_str(), request.login.as_str()])
 }
 
 /// Every license of a registered login, direct and redeemed, expired ones included, oldest

@@ -8,12 +8,11 @@ use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Login, PlanId, PlanSlug, UserId};
 use crate::error::{Error, Result};
 use crate::store::Store;
+use crate::utc::SECONDS_PER_DAY;
 use crate::wire::EndUser;
 
-/// Seconds in a day: plan durations and code validity are whole days.
-pub(crate) const SECONDS_PER_DAY: i64 = 86_400;
-
-/// When a license granted at `now_utc` for a plan of `duration_days` ends; never without one.
+/// When a license granted at `now_utc` for a plan of `duration_days` ends (plan durations are
+/// whole days); never without one.
 pub(crate) fn license_expiry(duration_days: Option<i64>, now_utc: i64) -> Option<i64> {
     duration_days.map(|days| now_utc + days * SECONDS_PER_DAY)
 }

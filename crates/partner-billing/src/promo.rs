@@ -12,4 +12,4 @@ pub mod recovery;
 
 pub use batch::{GeneratePromoBatch, MAX_CODES_PER_BATCH, generate_promo_batch};
 pub use code::{display_code, normalize_code};
-pub use recovery::{RECOVERY_WINDOW_SECONDS, purge_expired};
+pub use recovery::purge_expired;

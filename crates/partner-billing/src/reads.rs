@@ -192,7 +192,7 @@ pub async fn list_promo_batches(
     );
     let rows: Vec<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
-        .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
+        .bind(crate::limits::PROMO_RECOVERY_WINDOW_SECONDS)
         .bind(before)
         .bind(page.limit + 1)
         .fetch_all(store.pool())
@@ -231,7 +231,7 @@ pub(crate) async fn promo_batch(
     let sql = format!("{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND b.batch_id = $3");
     let row: Option<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
-        .bind(crate::promo::RECOVERY_WINDOW_SECONDS)
+        .bind(crate::limits::PROMO_RECOVERY_WINDOW_SECONDS)
         .bind(batch_id.to_string())
         .fetch_optional(store.pool())
         .await?;

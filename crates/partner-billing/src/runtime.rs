@@ -16,7 +16,6 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 pub(crate) use capacity::Capacity;
 pub(crate) use in_flight::{InFlight, InFlightGuard};
-pub use promo_permits::PROMO_BATCHES_PER_ACCOUNT;
 pub(crate) use promo_permits::{PromoPermit, PromoPermits};
 pub use webhook_settings::{DEFAULT_BACKOFF, WebhookSettings, parse_backoff};
 

@@ -21,7 +21,6 @@ pub use crate::faults::CRASH_AT_ENV;
 pub use crate::faults::Hold;
 pub(crate) use crate::faults::crash_point;
 pub use crate::faults::{CrashPoint, FaultPoint, HoldPoint};
-pub use crate::runtime::PROMO_BATCHES_PER_ACCOUNT;
 
 /// The database and the process's runtime context. Cheap to clone; every clone shares the
 /// same pool and state.
@@ -79,8 +78,9 @@ impl Store {
             .set(std::sync::Arc::new(observer));
     }
 
-    pub(crate) fn audit_observed(&self, action: crate::audit::Action) {
-        self.runtime.audit_observer.observe(action.as_str());
+    /// Tells the observer the action of an audit entry that has committed.
+    pub(crate) fn audit_observed(&self, action: &'static str) {
+        self.runtime.audit_observer.observe(action);
     }
 
     /// The webhook delivery schedule and URL rule.
@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// Waits for a turn to generate a promo batch: first one of the account's
-    /// [`PROMO_BATCHES_PER_ACCOUNT`], then one of the process's.
+    /// [`crate::limits::PROMO_BATCHES_PER_ACCOUNT`], then one of the process's.
     pub(crate) async fn promo_permit(&self, account_id: i64) -> Result<PromoPermit<'_>> {
         self.runtime.promo_permits.acquire(account_id).await
     }

@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
+use crate::limits::{self, AttemptLimit, PASSWORD_HASHES_WAITING_MAX};
 use crate::store::Store;
 
 /// Length of one counting bucket.
 const BUCKET_SECONDS: i64 = 60;
 
-/// Buckets older than the longest window are deleted by [`purge_expired`].
+/// Buckets older than the longest window of the limits above (an hour) are deleted by
+/// [`purge_expired`].
 const LONGEST_WINDOW_SECONDS: i64 = 60 * 60;
 
 /// A limit: at most `max` attempts of `kind` per subject within `window_seconds`.
@@ -24,34 +26,36 @@ pub struct Limit {
     pub window_seconds: i64,
 }
 
-/// Failed panel sign-ins per client id: 10 in 15 minutes.
-pub const SIGN_IN_PER_CLIENT_ID: Limit = Limit {
-    kind: "sign_in_client_id",
-    max: 10,
-    window_seconds: 15 * 60,
-};
+impl Limit {
+    /// The figures of `limit` (from [`crate::limits`]), counted under `kind`.
+    const fn counted_as(kind: &'static str, limit: AttemptLimit) -> Self {
+        Self {
+            kind,
+            max: limit.max,
+            window_seconds: limit.window_seconds,
+        }
+    }
+}
 
-/// Failed panel sign-ins per source address: 50 in 15 minutes.
-pub const SIGN_IN_PER_ADDRESS: Limit = Limit {
-    kind: "sign_in_address",
-    max: 50,
-    window_seconds: 15 * 60,
-};
+/// Failed panel sign-ins per client id: [`limits::SIGN_IN_FAILURES_PER_CLIENT_ID`].
+pub const SIGN_IN_PER_CLIENT_ID: Limit =
+    Limit::counted_as("sign_in_client_id", limits::SIGN_IN_FAILURES_PER_CLIENT_ID);
 
-/// `Reseller.UnknownLogin` answers per account: 100 an hour.
-pub const UNKNOWN_LOGIN_PER_ACCOUNT: Limit = Limit {
-    kind: "unknown_login",
-    max: 100,
-    window_seconds: 60 * 60,
-};
+/// Failed panel sign-ins per source address: [`limits::SIGN_IN_FAILURES_PER_ADDRESS`].
+pub const SIGN_IN_PER_ADDRESS: Limit =
+    Limit::counted_as("sign_in_address", limits::SIGN_IN_FAILURES_PER_ADDRESS);
 
-/// Failed promo redemptions per operator token (or the operator's console): 1000 an hour,
-/// whatever the logins (the per-login limit is in `redemption::attempts`).
-pub const FAILED_REDEMPTIONS_PER_OPERATOR: Limit = Limit {
-    kind: "redemption_operator",
-    max: 1000,
-    window_seconds: 60 * 60,
-};
+/// `Reseller.UnknownLogin` answers per account: [`limits::UNKNOWN_LOGINS_PER_ACCOUNT`].
+pub const UNKNOWN_LOGIN_PER_ACCOUNT: Limit =
+    Limit::counted_as("unknown_login", limits::UNKNOWN_LOGINS_PER_ACCOUNT);
+
+/// Failed promo redemptions per operator token (or the operator's console), whatever the
+/// logins: [`limits::REDEMPTION_FAILURES_PER_OPERATOR`] (the per-login limit is in
+/// `redemption::attempts`).
+pub const FAILED_REDEMPTIONS_PER_OPERATOR: Limit = Limit::counted_as(
+    "redemption_operator",
+    limits::REDEMPTION_FAILURES_PER_OPERATOR,
+);
 
 /// One counted attempt, to be kept (a failure) or taken back (a success).
 #[derive(Debug, Clone)]
@@ -161,9 +165,6 @@ fn hashing_slots() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Hash requests allowed to wait for a slot; one more is [`Error::Overloaded`].
-pub const MAX_WAITING_HASHES: usize = 64;
-
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The hashing threads, one per slot, and the count of requests waiting for a slot.
@@ -221,14 +222,14 @@ impl Drop for Waiting<'_> {
 }
 
 /// Runs `work` (a password hash or verification) off the async executor, on one of the
-/// hashing threads: at most one per core at once, process-wide; with [`MAX_WAITING_HASHES`]
-/// already waiting, `Err(Overloaded)` at once.
+/// hashing threads: at most one per core at once, process-wide; with
+/// [`PASSWORD_HASHES_WAITING_MAX`] already waiting, `Err(Overloaded)` at once.
 pub async fn hashing<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     let gate = gate();
     let permit = match Arc::clone(&gate.permits).try_acquire_owned() {
         Ok(permit) => permit,
         Err(_) => {
-            if gate.waiting.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING_HASHES {
+            if gate.waiting.fetch_add(1, Ordering::SeqCst) >= PASSWORD_HASHES_WAITING_MAX {
                 gate.waiting.fetch_sub(1, Ordering::SeqCst);
                 return Err(Error::Overloaded);
             }
@@ -251,4 +252,25 @@ pub async fn hashing<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
     answer
         .await
         .map_err(|_| Error::Internal("password hashing task failed".to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_purge_keeps_every_window() {
+        for limit in [
+            SIGN_IN_PER_CLIENT_ID,
+            SIGN_IN_PER_ADDRESS,
+            UNKNOWN_LOGIN_PER_ACCOUNT,
+            FAILED_REDEMPTIONS_PER_OPERATOR,
+        ] {
+            assert!(
+                limit.window_seconds <= LONGEST_WINDOW_SECONDS,
+                "{}",
+                limit.kind
+            );
+        }
+    }
 }

@@ -1,11 +1,15 @@
 //! Abuse resistance (docs/security.md): sign-in throttling and the hashing bound, no oracle of
 //! registered logins, caching and sniffing headers, Node.js clients, fair promo generation,
 //! and redemption retries before limits.
+//!
+//! Over 450 lines on purpose: one scenario per abuse limit of docs/security.md, each spelling out
+//! the attempts that reach it and the answers past it.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use partner_billing::store::{HoldPoint, PROMO_BATCHES_PER_ACCOUNT};
+use partner_billing::limits::PROMO_BATCHES_PER_ACCOUNT;
+use partner_billing::store::HoldPoint;
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::{Method, Response};
 use serde_json::{Value, json};

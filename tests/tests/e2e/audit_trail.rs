@@ -3,7 +3,8 @@
 //! (JSON and the panel page), the operator reads everyone's. The rules around it (failed
 //! changes, refused input, pages, append-only) are in `audit_trail_rules.rs`.
 
-use partner_billing::audit::{self, Origin};
+use partner_billing::audit::Origin;
+use partner_billing::audit_log;
 use partner_billing::domain::ClientId;
 use partner_billing::keys;
 use partner_billing_tests::{Db, TestApp, both_databases, logs};
@@ -285,7 +286,7 @@ async fn no_secret_reaches_the_trail_or_the_logs(db: Db) {
         url_secret,
     ];
     let trail = serde_json::to_string(&all_entries(&app, &session).await).unwrap();
-    let operator = audit::operator_log(&app.store, None, None, Some(500), None)
+    let operator = audit_log::operator_log(&app.store, None, None, Some(500), None)
         .await
         .unwrap();
     let operator = serde_json::to_string(&operator.entries).unwrap();
@@ -380,7 +381,7 @@ async fn operator_changes_are_in_the_trail_with_the_cli_actor(db: Db) {
         .unwrap();
     app.credit(&r, "pro", 10).await;
 
-    let log = audit::operator_log(&app.store, Some(&client_id), None, None, None)
+    let log = audit_log::operator_log(&app.store, Some(&client_id), None, None, None)
         .await
         .unwrap();
     let actions: Vec<&str> = log.entries.iter().map(|e| e.action.as_str()).collect();
@@ -406,7 +407,7 @@ async fn operator_changes_are_in_the_trail_with_the_cli_actor(db: Db) {
     assert_eq!(credited.details["units"], 10);
     assert_eq!(credited.details["reason"], "test credit");
     // `--since` is inclusive; the whole log includes the plan, which concerns no account.
-    let since = audit::operator_log(
+    let since = audit_log::operator_log(
         &app.store,
         Some(&client_id),
         Some(credited.created_utc),
@@ -422,7 +423,7 @@ async fn operator_changes_are_in_the_trail_with_the_cli_actor(db: Db) {
             .iter()
             .all(|e| e.created_utc >= credited.created_utc)
     );
-    let everyone = audit::operator_log(&app.store, None, None, None, None)
+    let everyone = audit_log::operator_log(&app.store, None, None, None, None)
         .await
         .unwrap();
     let plan = everyone

@@ -97,9 +97,10 @@ async fn a_revocation_is_in_the_trail_once_with_its_actor(db: Db) {
     assert_eq!(page.body.matches("license.revoked").count(), 2);
     assert!(page.body.contains(&by_api) && page.body.contains(&by_panel));
     let client_id = partner_billing::domain::ClientId::parse("clientId", &r.client_id).unwrap();
-    let log = partner_billing::audit::operator_log(&app.store, Some(&client_id), None, None, None)
-        .await
-        .unwrap();
+    let log =
+        partner_billing::audit_log::operator_log(&app.store, Some(&client_id), None, None, None)
+            .await
+            .unwrap();
     let logged: Vec<&str> = log
         .entries
         .iter()

@@ -1,5 +1,8 @@
 //! The README walkthrough, end to end with the real binaries: an empty database to a first
 //! license using only the `partner-billing` CLI against a running `partner-billing-server`.
+//!
+//! Over 450 lines on purpose: two long walkthroughs (the README's, and webhooks and alerts),
+//! their commands and the output they read spelled out as a reader types them.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

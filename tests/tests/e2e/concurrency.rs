@@ -1,5 +1,9 @@
 //! Real concurrent requests: one idempotency key charges once; a small balance is never
 //! overdrawn.
+//!
+//! Over 450 lines on purpose: one scenario per race (groups, one key, a small balance, sustained
+//! writers), with group commit and without, each spelling out its clients and the totals it
+//! checks afterwards.
 
 use std::time::{Duration, Instant};
 

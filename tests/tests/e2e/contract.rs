@@ -1,5 +1,8 @@
 //! Disagreements between the published document and the server that contract fuzzing
 //! (`.ci/schemathesis`) found, pinned: what the document declares is what the server enforces.
+//!
+//! Over 450 lines on purpose: one pinned disagreement per scenario, each spelling out the request
+//! the fuzzer sent and the answer the document promises.
 
 use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
 use reqwest::Method;
@@ -140,8 +143,9 @@ fn assert_bounded(schema_name: &str, name: &str, property: &Value) {
     }
 }
 
-/// The published document (issue 11): per-operation errors with an example each, `security:
-/// []` where no credential is taken, plain `application/json`, standard formats, enums, bounds.
+/// The published OpenAPI document as integrators and generators read it: per-operation errors
+/// with an example each, `security: []` where no credential is taken, plain `application/json`,
+/// standard formats, enums, bounds.
 async fn the_document_says_what_each_operation_returns(db: Db) {
     let app = TestApp::spawn(&db).await;
     let doc = document(&app).await;

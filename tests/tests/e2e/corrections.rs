@@ -2,7 +2,8 @@
 //! never take a balance below zero (even racing licenses), each in the ledger and the trail.
 
 use partner_billing::Error;
-use partner_billing::audit::{self, Origin};
+use partner_billing::audit::Origin;
+use partner_billing::audit_log;
 use partner_billing::domain::{ClientId, PlanSlug};
 use partner_billing::quota::{self, Corrected, Correction};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
@@ -82,7 +83,7 @@ impl Operator {
     }
 
     async fn trail_actions(&self, app: &TestApp) -> Vec<String> {
-        audit::operator_log(&app.store, Some(&self.client_id), None, Some(500), None)
+        audit_log::operator_log(&app.store, Some(&self.client_id), None, Some(500), None)
             .await
             .unwrap()
             .entries
@@ -188,7 +189,7 @@ async fn adjustments_go_either_way_but_never_below_zero(db: Db) {
             ("adjustment".to_owned(), 5)
         ]
     );
-    let log = audit::operator_log(&app.store, Some(&op.client_id), None, None, None)
+    let log = audit_log::operator_log(&app.store, Some(&op.client_id), None, None, None)
         .await
         .unwrap();
     let adjusted: Vec<_> = log

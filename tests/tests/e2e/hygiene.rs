@@ -8,7 +8,7 @@ use partner_billing_client::{Credentials, PanelClient, PartnerClient, ProductCli
 use partner_billing_tests::{Db, TestApp, both_databases, logs};
 use reqwest::Method;
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, Column, Row};
 
 both_databases!(no_secret_in_database_or_log, canaries_never_leak);
 
@@ -40,8 +40,8 @@ async fn dump(app: &TestApp) -> String {
             .await
             .unwrap();
         for row in rows {
-            for i in 0..row.len() {
-                if let Ok(Some(text)) = row.try_get::<Option<String>, _>(i) {
+            for column in row.columns() {
+                if let Ok(Some(text)) = row.try_get::<Option<String>, _>(column.name()) {
                     out.push_str(&text);
                     out.push('\n');
                 }

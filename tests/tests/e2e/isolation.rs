@@ -15,19 +15,21 @@ both_databases!(
 );
 
 /// Everything the database holds about one account, as text: its standing, keys (with their
-/// last use), sessions, balances, ledger, licenses, batches and idempotency records.
+/// last use), sessions, balances, ledger, licenses, batches and idempotency records. Each
+/// query names its one column `state`.
 async fn account_state(app: &TestApp, r: &Reseller) -> Vec<String> {
     let queries = [
-        "SELECT a.standing || '|' || a.name || '|' || a.password_hash FROM accounts a WHERE a.id = $1",
+        "SELECT a.standing || '|' || a.name || '|' || a.password_hash AS state \
+         FROM accounts a WHERE a.id = $1",
         "SELECT k.api_key_id || '|' || k.status || '|' || COALESCE(CAST(k.last_used_utc AS TEXT), '-') \
-         || '|' || COALESCE(k.name, '-') FROM api_keys k WHERE k.account_id = $1 ORDER BY k.api_key_id",
-        "SELECT CAST(COUNT(*) AS TEXT) FROM panel_sessions WHERE account_id = $1",
-        "SELECT CAST(plan_id AS TEXT) || '|' || CAST(remaining AS TEXT) FROM balances \
+         || '|' || COALESCE(k.name, '-') AS state FROM api_keys k WHERE k.account_id = $1 ORDER BY k.api_key_id",
+        "SELECT CAST(COUNT(*) AS TEXT) AS state FROM panel_sessions WHERE account_id = $1",
+        "SELECT CAST(plan_id AS TEXT) || '|' || CAST(remaining AS TEXT) AS state FROM balances \
          WHERE account_id = $1 ORDER BY plan_id",
-        "SELECT CAST(COUNT(*) AS TEXT) FROM ledger_entries WHERE account_id = $1",
-        "SELECT CAST(COUNT(*) AS TEXT) FROM licenses WHERE account_id = $1",
-        "SELECT batch_id FROM promo_batches WHERE account_id = $1 ORDER BY batch_id",
-        "SELECT idempotency_key || '|' || response_body FROM idempotency_records \
+        "SELECT CAST(COUNT(*) AS TEXT) AS state FROM ledger_entries WHERE account_id = $1",
+        "SELECT CAST(COUNT(*) AS TEXT) AS state FROM licenses WHERE account_id = $1",
+        "SELECT batch_id AS state FROM promo_batches WHERE account_id = $1 ORDER BY batch_id",
+        "SELECT idempotency_key || '|' || response_body AS state FROM idempotency_records \
          WHERE account_id = $1 ORDER BY idempotency_key",
     ];
     let account_id: i64 = sqlx::query("SELECT id FROM accounts WHERE client_id = $1")
@@ -35,7 +37,7 @@ async fn account_state(app: &TestApp, r: &Reseller) -> Vec<String> {
         .fetch_one(app.store.pool())
         .await
         .unwrap()
-        .get(0);
+        .get("id");
     let mut state = Vec::new();
     for query in queries {
         let rows = sqlx::query(query)
@@ -43,7 +45,7 @@ async fn account_state(app: &TestApp, r: &Reseller) -> Vec<String> {
             .fetch_all(app.store.pool())
             .await
             .unwrap();
-        state.extend(rows.iter().map(|row| row.get::<String, _>(0)));
+        state.extend(rows.iter().map(|row| row.get::<String, _>("state")));
     }
     state
 }

@@ -2,6 +2,9 @@
 //! refused (the empty 401, on every replica) from then on, listed `expired`; the cap of five;
 //! validation and unknown keys changing nothing; the CLI's `keys roll` and `admin key list`.
 //! Time moves with the harness's test clock, never by sleeping.
+//!
+//! Over 450 lines on purpose: one scenario per rule of a roll (grace, expiry on every replica, the
+//! cap, validation, the CLI), each spelling out its requests and clock moves.
 
 use std::process::{Command, Stdio};
 

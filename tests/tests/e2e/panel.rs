@@ -1,6 +1,9 @@
 //! The HTML reseller panel (docs/design.md) over plain HTTP: sign-in, the key life cycle with the
 //! secret shown once, CSRF and cross-site refusals, the security headers, every page, sign-out.
 //! (`panel_browser` drives the same panel through Chromium.)
+//!
+//! Over 450 lines on purpose: one scenario per page and rule of the panel, each spelling out its
+//! requests and the HTML it checks.
 
 use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::ClientId;

@@ -1,5 +1,8 @@
 //! Promo batches: all-or-nothing charging, the code format, replay for 72 hours, generation
 //! failures that charge nothing, and concurrency on one key.
+//!
+//! Over 450 lines on purpose: one scenario per rule of promo batches, each spelling out its
+//! requests and the rows it checks.
 
 use partner_billing::domain::ClientId;
 use partner_billing::quota;
@@ -410,9 +413,9 @@ async fn no_plaintext_code_in_database_or_log(db: Db) {
             .await
             .unwrap();
         for row in texts {
-            use sqlx::Row;
-            for i in 0..row.len() {
-                if let Ok(Some(text)) = row.try_get::<Option<String>, _>(i) {
+            use sqlx::{Column, Row};
+            for column in row.columns() {
+                if let Ok(Some(text)) = row.try_get::<Option<String>, _>(column.name()) {
                     dump.push_str(&text);
                     dump.push('\n');
                 }

@@ -2,6 +2,9 @@
 //! ledger by keyset pages, under concurrent writes; the ledger as a change feed; the request
 //! lookup; isolation between resellers; and every malformed parameter answered with its 400
 //! while nothing changes. Reads never write.
+//!
+//! Over 450 lines on purpose: one scenario per list and rule of the read API, each spelling out the
+//! pages and cursors it walks.
 
 use std::collections::HashSet;
 

@@ -1,6 +1,9 @@
 //! Subscriptions: renewals that stack (direct issue, redemption, and two requests of one group),
 //! perpetual plans held once, revocation and what it gives back, and the entitlements the
 //! product reads; with group commit and without (one transaction per license).
+//!
+//! Over 450 lines on purpose: one scenario per rule of subscriptions (renewals, perpetual plans,
+//! revocation, entitlements), each spelling out its licenses and their dates.
 
 use partner_billing_client::{Credentials, Error, LicenseRecord, PartnerClient, ProductClient};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};

@@ -2,6 +2,9 @@
 //! with their cause (and never for a refused request), Standard Webhooks signatures checked by
 //! an independent verifier (the `standardwebhooks` crate), retries, `410`, redirects, the SSRF
 //! rule at registration, low-balance alerts, and two replicas delivering each event once.
+//!
+//! Over 450 lines on purpose: one scenario per rule of docs/webhooks.md, each spelling out its
+//! requests, its receiver and what arrives there.
 
 use std::collections::{BTreeMap, BTreeSet};
 

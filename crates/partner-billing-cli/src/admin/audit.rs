@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use partner_billing::domain::ClientId;
 use partner_billing::store::Store;
-use partner_billing::{audit, quota};
+use partner_billing::{audit_log, quota};
 use serde_json::json;
 
 use crate::args;
@@ -43,7 +43,7 @@ pub async fn run(store: &Store, cmd: AuditCommand, out: Output) -> Result<ExitCo
             limit,
             cursor,
         } => {
-            let page = audit::operator_log(
+            let page = audit_log::operator_log(
                 store,
                 client_id.as_ref(),
                 since,

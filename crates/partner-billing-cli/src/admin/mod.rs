@@ -23,6 +23,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use partner_billing::clock::Clock;
 use partner_billing::crypto::default_master_key_path;
+use partner_billing::db;
 use partner_billing::domain::{ClientId, Password};
 use partner_billing::key_check::{KeyFile, open_master_key};
 use partner_billing::store::Store;
@@ -134,7 +135,7 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
     let (key_path, file) = match &args.master_key_file {
         Some(path) => (path.clone(), KeyFile::Configured),
         None => (
-            default_master_key_path(&args.database_url),
+            default_master_key_path(db::sqlite_file_path(&args.database_url)),
             KeyFile::DefaultIfPresent,
         ),
     };

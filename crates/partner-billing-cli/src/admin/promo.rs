@@ -7,6 +7,7 @@ use anyhow::{Result, anyhow};
 use clap::Subcommand;
 use partner_billing::audit::Origin;
 use partner_billing::crypto::{MasterKey, MasterKeyError, default_master_key_path};
+use partner_billing::db;
 use partner_billing::domain::{IdempotencyKey, Login};
 use partner_billing::operators;
 use partner_billing::redemption::{self, RedeemPromoCode};
@@ -68,8 +69,10 @@ impl PromoCommand {
 /// Loads the master key: the named file, else `partner-billing.key` beside the SQLite database
 /// (else in the working directory). Never creates one: a missing file is an error.
 pub fn load_master_key(named: Option<&Path>, database_url: &str) -> Result<MasterKey> {
-    let path: PathBuf =
-        named.map_or_else(|| default_master_key_path(database_url), Path::to_path_buf);
+    let path: PathBuf = named.map_or_else(
+        || default_master_key_path(db::sqlite_file_path(database_url)),
+        Path::to_path_buf,
+    );
     MasterKey::load_or_create(&path, false).map_err(|err| match err {
         MasterKeyError::Missing { .. } => anyhow!(
             "{err} (the admin commands never create a master key: pass --master-key-file or set \

@@ -1,31 +1,9 @@
-//! What the CLI tests share: a temporary directory and the checks of the output contract.
-#![allow(dead_code)] // each test binary uses its own subset
+//! What the CLI tests share: a temporary directory (the workspace's test kit's) and the checks
+//! of the output contract. Every test binary (`admin`, `product`, `promo`) uses all of it.
 
-use std::path::PathBuf;
 use std::process::Output;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A temporary directory, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let path =
-            std::env::temp_dir().join(format!("pb-cli-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use partner_billing_testkit::TempDir;
 
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -8,7 +8,7 @@ use poem::{Response, handler};
 use serde::Deserialize;
 
 use partner_billing::Error;
-use partner_billing::audit;
+use partner_billing::audit_log;
 use partner_billing::wire::AuditEntry;
 
 use super::layout::{self, Utc};
@@ -82,7 +82,7 @@ pub async fn page(
     Query(query): Query<ActivityQuery>,
 ) -> Response {
     let cursor = query.cursor.filter(|c| !c.is_empty());
-    let page = match audit::panel_page(&state.store, who.account.account_id, cursor.as_deref())
+    let page = match audit_log::panel_page(&state.store, who.account.account_id, cursor.as_deref())
         .await
     {
         Ok(page) => page,

@@ -4,8 +4,8 @@
 use poem::Request;
 use poem::http::header;
 
-use partner_billing::accounts::SESSION_LIFETIME_SECONDS;
 use partner_billing::domain::Secret;
+use partner_billing::limits::SESSION_LIFETIME_SECONDS;
 
 pub const SESSION_COOKIE: &str = "pb_session";
 

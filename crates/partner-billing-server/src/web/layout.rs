@@ -3,9 +3,6 @@
 use askama::Template;
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{IntoResponse, Response};
-use time::OffsetDateTime;
-use time::format_description::BorrowedFormatItem;
-use time::macros::format_description;
 
 use crate::problem::ApiError;
 
@@ -71,19 +68,11 @@ pub struct Utc {
     pub text: String,
 }
 
-/// `<time datetime="…">`: RFC 3339 in UTC, to the second.
-const DATETIME: &[BorrowedFormatItem<'_>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-/// What a person reads.
-const TEXT: &[BorrowedFormatItem<'_>] =
-    format_description!("[year]-[month]-[day] [hour]:[minute] UTC");
-
 impl Utc {
+    /// `datetime` in RFC 3339, `text` as a person reads it (the core's `utc` routines).
     pub fn new(unix_seconds: i64) -> Self {
-        let time = OffsetDateTime::from_unix_timestamp(unix_seconds).ok();
-        let format =
-            |description: &[BorrowedFormatItem<'_>]| time.and_then(|t| t.format(description).ok());
-        match (format(DATETIME), format(TEXT)) {
+        use partner_billing::utc;
+        match (utc::rfc3339(unix_seconds), utc::minutes(unix_seconds)) {
             (Some(datetime), Some(text)) => Self { datetime, text },
             // Outside years 0-9999: no time the service writes; shown as stored.
             _ => Self {

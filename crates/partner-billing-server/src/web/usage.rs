@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use partner_billing::activity::{USAGE_DAYS, UsageRow, day_start};
+use partner_billing::activity::{USAGE_DAYS, UsageRow};
+use partner_billing::utc::{SECONDS_PER_DAY, day_start};
 
 use super::layout::Utc;
 
@@ -35,7 +36,7 @@ pub struct UsageLine {
 
 /// The chart and the table rows, for `now` (Unix seconds).
 pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
-    let first_day = day_start(now_utc) - (USAGE_DAYS - 1) * 86_400;
+    let first_day = day_start(now_utc) - (USAGE_DAYS - 1) * SECONDS_PER_DAY;
     let products: Vec<&str> = {
         let mut slugs: Vec<&str> = rows.iter().map(|r| r.product_slug.as_str()).collect();
         slugs.sort_unstable();
@@ -66,7 +67,7 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
     // Bars: each day a stack, products in slug order from the bottom.
     let mut stacked: BTreeMap<i64, i64> = BTreeMap::new();
     for row in rows {
-        let index = (row.day_utc - first_day) / 86_400;
+        let index = (row.day_utc - first_day) / SECONDS_PER_DAY;
         if !(0..USAGE_DAYS).contains(&index) || row.units <= 0 {
             continue;
         }
@@ -92,7 +93,7 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
     }
     // Day labels: the first, the middle and the last day.
     for index in [0, USAGE_DAYS / 2, USAGE_DAYS - 1] {
-        let day = Utc::new(first_day + index * 86_400);
+        let day = Utc::new(first_day + index * SECONDS_PER_DAY);
         let label = day.datetime.get(5..10).unwrap_or("");
         let x = index * SLOT + SLOT / 2;
         let anchor = match index {
@@ -145,7 +146,7 @@ mod tests {
 
     fn row(day: i64, product: &str, units: i64) -> UsageRow {
         UsageRow {
-            day_utc: day * 86_400,
+            day_utc: day * SECONDS_PER_DAY,
             product_slug: product.to_owned(),
             units,
         }
@@ -153,7 +154,7 @@ mod tests {
 
     #[test]
     fn draws_one_bar_per_day_and_product_without_script_or_style() {
-        let now = 100 * 86_400 + 3600;
+        let now = 100 * SECONDS_PER_DAY + 3600;
         let rows = [row(99, "pro", 3), row(100, "max", 1), row(100, "pro", 2)];
         let (svg, lines) = usage(&rows, now);
         assert!(svg.starts_with("<svg id=\"usage-chart\""));
@@ -170,7 +171,7 @@ mod tests {
 
     #[test]
     fn an_empty_month_is_an_empty_chart() {
-        let (svg, lines) = usage(&[], 5 * 86_400);
+        let (svg, lines) = usage(&[], 5 * SECONDS_PER_DAY);
         assert!(svg.contains("</svg>"));
         assert!(lines.is_empty());
     }

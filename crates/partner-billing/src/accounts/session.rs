@@ -7,15 +7,10 @@ use super::password::{hash_password, verify_password};
 use crate::audit::{Action, Actor, Entry, Origin};
 use crate::domain::{ClientId, Password, Secret, SecretKind};
 use crate::error::{Error, Result};
+use crate::limits::{SESSION_IDLE_SECONDS, SESSION_LIFETIME_SECONDS};
 use crate::store::Store;
 use crate::throttle;
 use crate::wire::Session;
-
-/// How long a panel session lasts.
-pub const SESSION_LIFETIME_SECONDS: i64 = 12 * 60 * 60;
-
-/// A panel session unused for this long has ended (docs/design.md).
-pub const SESSION_IDLE_SECONDS: i64 = 60 * 60;
 
 /// A session's last use is written at most this often.
 const SESSION_TOUCH_GRANULARITY_SECONDS: i64 = 60;
@@ -87,7 +82,13 @@ async fn try_sign_in(
     source: Option<IpAddr>,
     request_id: Option<&str>,
 ) -> Result<Session> {
-    let row: Option<(i64, String, String)> = match &client_id {
+    #[derive(sqlx::FromRow)]
+    struct Account {
+        id: i64,
+        password_hash: String,
+        standing: String,
+    }
+    let row: Option<Account> = match &client_id {
         Some(client_id) => {
             sqlx::query_as("SELECT id, password_hash, standing FROM accounts WHERE client_id = $1")
                 .bind(client_id.as_str())
@@ -97,7 +98,11 @@ async fn try_sign_in(
         None => None,
     };
     let (account_id, stored, good) = match row {
-        Some((id, password_hash, standing)) => (id, Some(password_hash), standing == "good"),
+        Some(account) => (
+            account.id,
+            Some(account.password_hash),
+            account.standing == "good",
+        ),
         None => (0, None, false),
     };
     if !verify_password(password, stored).await? || !good {

@@ -19,9 +19,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
 
-/// A kept connection idle this long is pinged before its next read.
-const PING_WHEN_IDLE_FOR: Duration = super::PING_WHEN_IDLE_FOR;
-
 /// The kept connections of one process: at most `count` at once, taken from the pool lazily.
 #[derive(Debug, Clone)]
 pub(crate) struct Readers {
@@ -33,6 +30,10 @@ struct Inner {
     pool: AnyPool,
     idle: Mutex<Vec<Idle>>,
     permits: Arc<Semaphore>,
+    /// How long a read waits for a connection before it fails (as a pool's acquire does).
+    acquire_timeout: Duration,
+    /// A kept connection idle this long is pinged before its next read (as the pool's are).
+    ping_when_idle_for: Duration,
     /// Set when the pool closes: connections are no longer kept.
     closing: AtomicBool,
 }
@@ -44,13 +45,21 @@ struct Idle {
 }
 
 impl Readers {
-    /// Up to `count` connections of `pool`, kept once taken.
-    pub(crate) fn new(pool: AnyPool, count: usize) -> Self {
+    /// Up to `count` connections of `pool`, kept once taken; reads wait for one as the pool's
+    /// callers do (`acquire_timeout`), and one idle for `ping_when_idle_for` is pinged first.
+    pub(crate) fn new(
+        pool: AnyPool,
+        count: usize,
+        acquire_timeout: Duration,
+        ping_when_idle_for: Duration,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 pool,
                 idle: Mutex::new(Vec::with_capacity(count)),
                 permits: Arc::new(Semaphore::new(count.max(1))),
+                acquire_timeout,
+                ping_when_idle_for,
                 closing: AtomicBool::new(false),
             }),
         }
@@ -60,7 +69,7 @@ impl Readers {
     /// the pool. Waits as long as the pool would before answering 503.
     pub(crate) async fn take(&self) -> Result<Reader> {
         let permit = tokio::time::timeout(
-            super::ACQUIRE_TIMEOUT,
+            self.inner.acquire_timeout,
             Arc::clone(&self.inner.permits).acquire_owned(),
         )
         .await
@@ -68,7 +77,7 @@ impl Readers {
         .map_err(|_| Error::from(sqlx::Error::PoolClosed))?;
         let idle = self.inner.idle.lock().map_or(None, |mut idle| idle.pop());
         let conn = match idle {
-            Some(Idle { conn, since }) if since.elapsed() < PING_WHEN_IDLE_FOR => conn,
+            Some(Idle { conn, since }) if since.elapsed() < self.inner.ping_when_idle_for => conn,
             Some(Idle { mut conn, .. }) => match conn.ping().await {
                 Ok(()) => conn,
                 // Closed by the pool (it pings it again on release and drops it if broken).

@@ -26,9 +26,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
 
+/// How long a SQLite statement waits for another process's lock before it fails (every
+/// connection's `busy_timeout`).
+pub(super) const SQLITE_BUSY_TIMEOUT_MS: u32 = 30_000;
+
 /// How long a write waits for its turn behind this process's other writes before it answers
 /// 503: as long as SQLite's busy timeout lets it wait for another process's.
-const WRITE_TURN_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TURN_TIMEOUT: Duration = Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS as u64);
 
 /// A WAL past this size is checkpointed (`RESTART`) by the write that grew it; the file then
 /// stays near this size (it is reused from its start, and trimmed to `journal_size_limit`).
@@ -102,7 +106,9 @@ impl WriteTurn {
         }
         tokio::spawn(async move {
             match checkpoint(&wal.pool).await {
-                Ok((0, _, _)) => tracing::debug!(wal_bytes = size, "WAL checkpointed"),
+                Ok(Checkpoint { busy: 0, .. }) => {
+                    tracing::debug!(wal_bytes = size, "WAL checkpointed")
+                }
                 Ok(_) => tracing::debug!(wal_bytes = size, "WAL checkpoint found readers busy"),
                 Err(err) => tracing::warn!(wal_bytes = size, error = %err, "WAL checkpoint failed"),
             }
@@ -115,8 +121,16 @@ impl WriteTurn {
 /// meanwhile, and a later write tries again.
 const CHECKPOINT_WAIT_MS: u32 = 1000;
 
-/// A `RESTART` checkpoint; SQLite's answer `(busy, wal frames, frames checkpointed)`.
-async fn checkpoint(pool: &AnyPool) -> Result<(i64, i64, i64), sqlx::Error> {
+/// What this process reads of SQLite's answer to `PRAGMA wal_checkpoint` (columns `busy`,
+/// `log`, `checkpointed`), by name.
+#[derive(sqlx::FromRow)]
+struct Checkpoint {
+    /// 1 when readers kept the checkpoint from finishing, else 0.
+    busy: i64,
+}
+
+/// A `RESTART` checkpoint and SQLite's answer.
+async fn checkpoint(pool: &AnyPool) -> Result<Checkpoint, sqlx::Error> {
     use sqlx::Executor;
     let mut conn = pool.acquire().await?;
     conn.execute(sqlx::AssertSqlSafe(format!(
@@ -127,8 +141,7 @@ async fn checkpoint(pool: &AnyPool) -> Result<(i64, i64, i64), sqlx::Error> {
         .fetch_one(&mut *conn)
         .await;
     conn.execute(sqlx::AssertSqlSafe(format!(
-        "PRAGMA busy_timeout = {}",
-        super::SQLITE_BUSY_TIMEOUT_MS
+        "PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}"
     )))
     .await?;
     answer

@@ -5,18 +5,10 @@
 
 use serde::Serialize;
 
-use super::{Keyed, KeyedRequest, Scope, check, response_body};
+use super::rule::{Keyed, KeyedRequest, Scope, StoredOutcome, check, response_body};
 use crate::db::{Tx, dialect};
 use crate::error::{Error, Result};
 use crate::store::Store;
-
-/// A stored outcome, as read back: what request it answered and its response body.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct StoredOutcome {
-    pub operation: String,
-    pub fingerprint: String,
-    pub response_body: String,
-}
 
 /// The keys of a group transaction, in the group's order, and which of them it holds.
 pub(crate) struct KeyBatch<'a> {

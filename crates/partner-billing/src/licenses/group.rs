@@ -13,12 +13,13 @@
 //! 1. under locks, one statement taking every key's advisory lock (PostgreSQL;
 //!    `idempotency::KeyBatch`);
 //! 2. one read, by name, of every login, stored outcome, balance (locked in (account, plan)
-//!    order under locks), webhook endpoint and low-balance threshold (`group/statements.rs`);
+//!    order under locks), webhook endpoint and low-balance threshold (`group/read.rs`);
 //! 3. the decisions, in Rust, in the one order of checks of every keyed write: the key, the
 //!    plan, the balance and the login; within each balance in arrival order, the first N that
 //!    it covers are charged, the rest refused (`group/decide.rs`);
 //! 4. when any is charged: the writes of every balance, ledger entry, license, event, outbox
-//!    message and idempotency record (one statement on PostgreSQL, one per table on SQLite).
+//!    message and idempotency record (one statement on PostgreSQL, one per table on SQLite;
+//!    `group/writes.rs`).
 //!
 //! Each request still gets its own answer:
 //!
@@ -40,37 +41,25 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::oneshot;
 
+use super::request::IssueLicense;
 use crate::error::{Error, Result};
 use crate::idempotency::Outcome;
 use crate::keys::PartnerAccount;
-use crate::plans::{PlanRow, cached_plan};
+use crate::plans::cached_plan;
 use crate::store::Store;
 use crate::wire::License;
 
-use super::{IssueLicense, fingerprint};
-
 mod decide;
-mod statements;
+mod pending;
+mod read;
 mod transaction;
+mod writes;
 
-use decide::Charge;
-use transaction::{Step, run_transaction};
+use pending::Pending;
+use transaction::run_transaction;
 
 /// Most requests one transaction takes; more wait for the next one.
 const MAX_GROUP: usize = 64;
-
-/// One request waiting for its group's transaction.
-struct Pending {
-    account: PartnerAccount,
-    request: IssueLicense,
-    /// The plan, or `None` when no plan has the slug: refused inside the group, after the
-    /// key, so that a reused key is told so whatever its new body names.
-    plan: Option<PlanRow>,
-    reply: oneshot::Sender<Result<Outcome<License>>>,
-    /// The request's span (its request id): the group's lines about this request are
-    /// written inside it, though the group runs in a task of its own.
-    span: tracing::Span,
-}
 
 /// The queues of the lanes that have a committer running. A lane is in the map exactly
 /// while its committer runs.
@@ -110,6 +99,13 @@ impl LicenseGroups {
     /// Sets the observer of committed group sizes; only the first call counts.
     pub(crate) fn observe(&self, observer: GroupObserver) {
         let _ = self.observer.set(observer);
+    }
+
+    /// Tells the observer the size of a group transaction that committed licenses.
+    fn committed(&self, requests: usize) {
+        if let Some(observe) = self.observer.get() {
+            observe(requests);
+        }
     }
 }
 
@@ -179,11 +175,8 @@ async fn run_alone(store: Store, pending: Pending) {
     let groups = store.license_groups();
     groups.running.fetch_add(1, Ordering::SeqCst);
     groups.transactions.fetch_add(1, Ordering::SeqCst);
-    run_transaction(&store, vec![pending], &mut None).await;
-    store
-        .license_groups()
-        .running
-        .fetch_sub(1, Ordering::SeqCst);
+    run_transaction(&store, vec![pending], &mut None, &|n| groups.committed(n)).await;
+    groups.running.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Takes the lane out of the map when its committer ends, however it ends: a panic drops
@@ -227,11 +220,9 @@ async fn run_group(store: Store, lane: i64) {
             queue.drain(..take).collect::<Vec<_>>()
         };
         let size = batch.len();
-        run_transaction(&store, batch, &mut conn).await;
-        store
-            .license_groups()
-            .running
-            .fetch_sub(size, Ordering::SeqCst);
+        let groups = store.license_groups();
+        run_transaction(&store, batch, &mut conn, &|n| groups.committed(n)).await;
+        groups.running.fetch_sub(size, Ordering::SeqCst);
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use uuid::Uuid;
 
 use super::code::{display_code, draw_code, draw_codes};
-use super::recovery::{self, RECOVERY_WINDOW_SECONDS};
+use super::recovery;
 use crate::crypto::MasterKey;
 use crate::db::{Tx, dialect};
 use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
@@ -18,9 +18,11 @@ use crate::events::{EventData, Subscribers};
 use crate::faults::{FaultPoint, HoldPoint};
 use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::keys::PartnerAccount;
-use crate::plans::{SECONDS_PER_DAY, cached_plan};
+use crate::limits::PROMO_RECOVERY_WINDOW_SECONDS;
+use crate::plans::cached_plan;
 use crate::quota::{Charge, EntryKind, debit};
 use crate::store::Store;
+use crate::utc::SECONDS_PER_DAY;
 use crate::wire::{GeneratePromoBatchRequest, PromoBatch, PromoCode};
 
 /// The most codes one request may buy.
@@ -237,7 +239,7 @@ async fn store_batch(
     )
     .bind(batch_row_id)
     .bind(drawn.sealed.as_str())
-    .bind(now + RECOVERY_WINDOW_SECONDS)
+    .bind(now + PROMO_RECOVERY_WINDOW_SECONDS)
     .execute(&mut **tx)
     .await?;
     let batch = PromoBatch {

@@ -6,11 +6,9 @@ use super::code::display_code;
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
 use crate::idempotency::Outcome;
+use crate::limits::PROMO_RECOVERY_WINDOW_SECONDS;
 use crate::store::Store;
 use crate::wire::{PromoBatch, PromoCode};
-
-/// How long a batch's plaintext codes can be recovered by retrying with the same key.
-pub const RECOVERY_WINDOW_SECONDS: i64 = 72 * 60 * 60;
 
 /// The batch's codes sealed for its recovery payload, hex-encoded.
 pub(super) fn seal_codes(key: &MasterKey, batch_id: &str, codes: &[String]) -> Result<String> {
@@ -45,7 +43,7 @@ pub(super) async fn replay(
         order_public_id: batch.order_public_id.clone(),
         batch_id: batch.batch_id.clone(),
     };
-    if store.now_utc() > batch.created_utc + RECOVERY_WINDOW_SECONDS {
+    if store.now_utc() > batch.created_utc + PROMO_RECOVERY_WINDOW_SECONDS {
         // Past the window: make sure the payload is gone even if the purge has not run yet.
         sqlx::query(
             "DELETE FROM promo_recovery_payloads WHERE batch_row_id = \

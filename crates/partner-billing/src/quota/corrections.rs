@@ -8,18 +8,15 @@
 
 use serde::Serialize;
 
-use super::{EntryKind, NewEntry, try_append_entry};
+use super::ledger::{EntryKind, NewEntry, try_append_entry};
+use crate::accounts::account_id_of;
 use crate::audit::{Action, Entry, Origin, parse_reason};
 use crate::db::{Tx, is_unique_violation};
 use crate::domain::{ClientId, InvalidField, PlanId, PlanSlug};
 use crate::error::{Error, Result};
-use crate::keys::account_id_of;
-use crate::limits::CREDIT_MAX_UNITS;
+use crate::limits::{CREDIT_MAX_UNITS, OPERATOR_REFERENCE_MAX_CHARS};
 use crate::plans::find_plan;
 use crate::store::Store;
-
-/// Longest operator reference, in characters.
-pub const REFERENCE_MAX_CHARS: usize = 128;
 
 /// One correction as the operator asked for it.
 #[derive(Debug, Clone, Copy)]
@@ -78,7 +75,7 @@ fn parse_reference(reference: Option<&str>) -> Result<Option<&str>> {
     match reference {
         Some(r)
             if r.is_empty()
-                || r.len() > REFERENCE_MAX_CHARS
+                || r.len() > OPERATOR_REFERENCE_MAX_CHARS
                 || !r.bytes().all(|b| (0x21..=0x7e).contains(&b)) =>
         {
             Err(InvalidField::new("reference", "must be 1-128 visible ASCII characters").into())

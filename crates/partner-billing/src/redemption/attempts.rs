@@ -1,5 +1,5 @@
-//! The guessing limit: at most [`MAX_FAILED_ATTEMPTS`] failed redemptions per login in any
-//! [`WINDOW_SECONDS`], counted in the database so that every replica enforces the same limit.
+//! The guessing limit: at most [`REDEMPTION_FAILURES_PER_LOGIN`] failed redemptions per login in
+//! its sliding window, counted in the database so that every replica enforces the same limit.
 //!
 //! An attempt is written down *before* it runs, in its own statement, and only then counted:
 //! of two concurrent attempts the later count always sees the other, so concurrency cannot
@@ -9,13 +9,14 @@
 
 use crate::domain::UserId;
 use crate::error::{Error, Result};
+use crate::limits::REDEMPTION_FAILURES_PER_LOGIN;
 use crate::store::Store;
 
 /// Failed redemptions a login may make in one window.
-pub const MAX_FAILED_ATTEMPTS: i64 = 10;
+const MAX_FAILED_ATTEMPTS: i64 = REDEMPTION_FAILURES_PER_LOGIN.max;
 
 /// The sliding window, in seconds.
-pub const WINDOW_SECONDS: i64 = 60;
+const WINDOW_SECONDS: i64 = REDEMPTION_FAILURES_PER_LOGIN.window_seconds;
 
 /// An attempt written down and within the limit.
 #[must_use = "an attempt stays counted unless released"]

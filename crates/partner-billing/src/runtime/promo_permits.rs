@@ -6,13 +6,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
+use crate::limits::PROMO_BATCHES_PER_ACCOUNT;
 
-/// Promo batches of one account generated at once per process: below the global count (`Capacity::promo_batches`), so
-/// one account's batches never hold every slot and other accounts are not queued behind
-/// them (docs/security.md). An account's further batches wait holding no global slot.
-pub const PROMO_BATCHES_PER_ACCOUNT: usize = 2;
-
-/// The process's permits and each account's.
+/// The process's permits and each account's. An account's ([`PROMO_BATCHES_PER_ACCOUNT`]) stay
+/// below the global count (`Capacity::promo_batches`), so one account's batches never hold
+/// every slot and other accounts are not queued behind them (docs/security.md). An account's
+/// further batches wait holding no global slot.
 #[derive(Debug, Clone)]
 pub(crate) struct PromoPermits {
     global: Arc<Semaphore>,

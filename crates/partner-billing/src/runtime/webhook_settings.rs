@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::utc::SECONDS_PER_DAY;
+
 /// The default retry schedule (`--webhook-backoff`).
 pub const DEFAULT_BACKOFF: &str = "5s,5m,30m,2h,5h,10h,10h";
 
@@ -40,7 +42,7 @@ pub fn parse_backoff(text: &str) -> std::result::Result<Vec<Duration>, String> {
                 "s" => number,
                 "m" => number * 60,
                 "h" => number * 3600,
-                "d" => number * 86_400,
+                "d" => number * SECONDS_PER_DAY.unsigned_abs(),
                 _ => return Err(format!("`{item}` has an unknown unit (s, m, h or d)")),
             };
             Ok(Duration::from_secs(seconds))

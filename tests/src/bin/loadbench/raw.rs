@@ -25,17 +25,13 @@ use rand::RngCore;
 use sqlx::Row;
 
 use partner_billing::domain::{Secret, sha256_hex};
+use partner_billing::keys::LAST_USED_GRANULARITY_SECONDS;
 use partner_billing::store::{Backend, Store};
+use partner_billing::utc::SECONDS_PER_DAY;
 use partner_billing::wire::{Balance, Balances, License};
 
 use crate::Scenario;
 use crate::seed::{Account, PLAN, Seeded};
-
-/// keys.rs `LAST_USED_GRANULARITY_SECONDS`.
-const LAST_USED_GRANULARITY_SECONDS: i64 = 60;
-
-/// licenses.rs `SECONDS_PER_DAY`.
-const SECONDS_PER_DAY: i64 = 86_400;
 
 /// Codes per promo batch.
 const BATCH: usize = 1000;

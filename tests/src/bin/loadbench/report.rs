@@ -1,5 +1,6 @@
-//! The results: a Markdown table and a JSON document, plus the targets judged from
-//! them (informational: a missed target never fails the run).
+//! The results: a Markdown table and a JSON document, plus the performance targets
+//! (docs/performance.md, round 2: set-oriented group commit) judged from them (informational:
+//! a missed target never fails the run).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -189,7 +190,7 @@ impl Report {
         ratios
     }
 
-    /// Every performance target that this run's figures can judge.
+    /// Every performance target that this run's figures can judge (docs/performance.md).
     fn targets(&self) -> Vec<Value> {
         let mut targets = Vec::new();
         if self.header["smoke"] == true {

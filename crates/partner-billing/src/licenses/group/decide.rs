@@ -5,23 +5,18 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::statements::{GroupRead, Writes};
-use super::{Pending, Step};
+use super::pending::Pending;
+use super::read::GroupRead;
+use super::writes::{Charge, Writes};
 use crate::error::{Error, Result};
 use crate::idempotency::{Fingerprint, KeyBatch, Keyed, KeyedRequest, Scope};
-use crate::plans::PlanRow;
 use crate::store::{FaultPoint, Store};
 use crate::subscriptions::{Head, next_period};
 use crate::wire::License;
 
-/// One license the group charges, with what its writes need.
-pub(super) struct Charge {
-    pub(super) index: usize,
-    pub(super) plan: PlanRow,
-    pub(super) user_id: i64,
-    pub(super) actor: String,
-    pub(super) license: License,
-}
+/// What one request came to inside the shared transaction, before COMMIT: the key check's
+/// outcome with the license a fresh request was charged for, or its refusal.
+pub(super) type Step = Result<Keyed<License>>;
 
 /// The decisions on a group: each request's step (`None` for a charge, filled in from
 /// `charges`), the charges, and the balances they leave.

@@ -4,21 +4,18 @@
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, Connection};
 
-use super::decide::{Decided, decide, keyed_requests};
-use super::statements::{Written, read_group};
-use super::{Pending, fingerprint};
+use super::decide::{Decided, Step, decide, keyed_requests};
+use super::pending::Pending;
+use super::read::read_group;
+use super::writes::Written;
 use crate::db::dialect::{
     self,
     group::{FirstTry, GroupStatements, GroupWrite},
 };
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, KeyBatch, Keyed, Outcome};
+use crate::licenses::request::fingerprint;
 use crate::store::{CrashPoint, Store, Tx, crash_point};
-use crate::wire::License;
-
-/// What one request came to inside the shared transaction, before COMMIT: the key check's
-/// outcome with the license a fresh request was charged for, or its refusal.
-pub(super) type Step = Result<Keyed<License>>;
 
 /// The retryable error every request of a failed transaction answers with.
 fn shared_failure(err: &Error) -> Error {
@@ -32,10 +29,13 @@ fn shared_failure(err: &Error) -> Error {
     }
 }
 
+/// Runs the group's transaction and answers each request; `committed_licenses` is told the size
+/// of the group when its transaction committed licenses, before any request is answered.
 pub(super) async fn run_transaction(
     store: &Store,
     mut batch: Vec<Pending>,
     conn: &mut Option<PoolConnection<Any>>,
+    committed_licenses: &(dyn Fn(usize) + Sync),
 ) {
     // Concurrent requests have no order of their own to keep; the sort is stable, so one
     // balance's requests keep their arrival order.
@@ -64,9 +64,7 @@ pub(super) async fn run_transaction(
     };
     if committed.is_ok() && steps.iter().any(|s| matches!(s, Ok(Keyed::Fresh(_)))) {
         tracing::debug!(requests = batch.len(), "license group committed");
-        if let Some(observe) = store.license_groups().observer.get() {
-            observe(batch.len());
-        }
+        committed_licenses(batch.len());
     }
     for (pending, step) in batch.into_iter().zip(steps) {
         let answer = match (step, &committed) {

@@ -1,7 +1,8 @@
 //! The PostgreSQL plans of the group's statements: each table is reached through its index, one
 //! probe per element of the group's arrays, never by a scan of the whole table (whose cost
 //! would grow with every license issued). Runs when `PARTNER_BILLING_TEST_POSTGRES_URL` is set,
-//! on a database of its own.
+//! on a scratch database of the shared test kit (`partner-billing-testkit`): a unit test, since
+//! the statements are the database layer's own, not public.
 
 use sqlx::{Connection, PgConnection};
 
@@ -48,35 +49,13 @@ async fn explain(conn: &mut PgConnection, sql: &str, params: &[&str]) -> String 
 
 #[tokio::test]
 async fn postgres_group_statements_probe_indexes() {
-    let Some(url) = std::env::var("PARTNER_BILLING_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("PARTNER_BILLING_TEST_POSTGRES_URL is not set: PostgreSQL plans not checked");
+    let Some(url) = partner_billing_testkit::postgres_url() else {
         return;
     };
-    let admin_url = std::env::var("PARTNER_BILLING_TEST_POSTGRES_ADMIN_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| url.clone());
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    // The end-to-end suite's prefix: its clean-up covers a database a failed run leaves.
-    let name = format!("pbt_{created}_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = PgConnection::connect(&admin_url).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b);
-    let db = crate::db::Db::connect(&format!("{base}/{name}"))
-        .await
-        .unwrap();
+    let database = partner_billing_testkit::ScratchDatabase::create(&url).await;
+    let db = crate::db::Db::connect(&database.url).await.unwrap();
     db.close().await;
-    let mut conn = PgConnection::connect(&format!("{base}/{name}"))
-        .await
-        .unwrap();
+    let mut conn = PgConnection::connect(&database.url).await.unwrap();
     sqlx::raw_sql(SEED).execute(&mut conn).await.unwrap();
     // A group of three requests on three accounts, as `licenses/group` binds it.
     let logins = r#"["user-1","user-2","user-3"]"#;
@@ -134,11 +113,7 @@ async fn postgres_group_statements_probe_indexes() {
         }),
     ];
     conn.close().await.unwrap();
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await;
+    database.drop_database().await;
     for (statement, plan) in &plans {
         for table in KEYED_TABLES {
             assert!(

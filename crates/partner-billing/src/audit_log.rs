@@ -1,25 +1,24 @@
-//! Reading the trail: keyset pages newest first, for the reseller (its own account only: the
-//! JSON list, and the panel's page with "Older" and "Newer" as every panel list has) and for the
-//! operator (every account, or one; from a time on).
+//! Reading the audit trail back: keyset pages newest first, for the reseller (its own account
+//! only: the JSON list, and the panel's page with "Older" and "Newer" as every panel list has)
+//! and for the operator (every account, or one; from a time on).
+//!
+//! Apart from [`crate::audit`], which writes the entries: the operator's view finds an account
+//! by its client id through [`crate::accounts`], which itself writes entries, so reading sits
+//! above both.
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use crate::accounts::account_id_of;
 use crate::activity::{self, Keyed, PanelPage};
 use crate::domain::{ClientId, InvalidField};
 use crate::error::Result;
-use crate::keys::account_id_of;
+use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::reads::cursor::List;
 use crate::store::Store;
 use crate::wire::{AuditEntry, AuditEntryList};
-
-/// Entries per page when the caller names no limit.
-pub const DEFAULT_PAGE_SIZE: i64 = 100;
-
-/// Most entries per page.
-pub const MAX_PAGE_SIZE: i64 = 500;
 
 /// Where a page starts: just older than the last entry of the previous page, by its sort key
 /// (`created_utc`, `id`). Opaque to callers.
@@ -29,10 +28,8 @@ pub struct Cursor {
     id: i64,
 }
 
+/// With two 20-digit numbers, base64 of it fits [`crate::limits::AUDIT_CURSOR_MAX_CHARS`].
 const CURSOR_PREFIX: &str = "audit:";
-
-/// Longest cursor: base64 of the prefix and two 20-digit numbers.
-pub const CURSOR_MAX_CHARS: usize = 64;
 
 impl Cursor {
     /// Reads a `nextCursor` of an earlier page; anything else is `400` naming `cursor`.
@@ -63,11 +60,11 @@ impl Cursor {
     }
 }
 
-/// `limit` of a page: 1 to [`MAX_PAGE_SIZE`], [`DEFAULT_PAGE_SIZE`] when left out.
+/// `limit` of a page: 1 to [`PAGE_LIMIT_MAX`], [`PAGE_LIMIT_DEFAULT`] when left out.
 pub fn parse_limit(limit: Option<i64>) -> std::result::Result<i64, InvalidField> {
     match limit {
-        None => Ok(DEFAULT_PAGE_SIZE),
-        Some(n) if (1..=MAX_PAGE_SIZE).contains(&n) => Ok(n),
+        None => Ok(PAGE_LIMIT_DEFAULT),
+        Some(n) if (1..=PAGE_LIMIT_MAX).contains(&n) => Ok(n),
         Some(_) => Err(InvalidField::new("limit", "must be between 1 and 500")),
     }
 }
@@ -194,7 +191,7 @@ pub async fn panel_page(
         &["e.created_utc", "e.id"],
         "",
         cursor,
-        activity::ACTIVITY_PAGE_SIZE,
+        crate::limits::PANEL_ACTIVITY_PAGE_SIZE,
     )
     .await?;
     Ok(PanelPage {
@@ -263,5 +260,10 @@ mod tests {
         assert_eq!(Cursor::parse(&cursor.encode()).ok(), Some(cursor));
         assert!(Cursor::parse("not a cursor").is_err());
         assert!(Cursor::parse("").is_err());
+        let longest = Cursor {
+            created_utc: i64::MIN,
+            id: i64::MIN,
+        };
+        assert!(longest.encode().len() <= crate::limits::AUDIT_CURSOR_MAX_CHARS);
     }
 }
