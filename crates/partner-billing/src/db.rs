@@ -67,8 +67,18 @@ const fn kept_readers(connections: u32) -> u32 {
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 
-/// How long a request waits for a database connection before answering 503.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request waits for a database connection before answering 503, per backend.
+/// PostgreSQL: 5 s, so that a database that stopped answering is told to clients quickly.
+/// SQLite: as long as a write waits for its turn or for another process's lock (the busy
+/// timeout). Its connections are busy only while this process's one writer and its readers
+/// work on the same file, so a request that waits gets its turn; under heavy load 5 s turned
+/// ordinary waits into 503s.
+const fn acquire_timeout(backend: Backend) -> Duration {
+    match backend {
+        Backend::Sqlite => Duration::from_millis(SQLITE_BUSY_TIMEOUT_MS as u64),
+        Backend::Postgres => Duration::from_secs(5),
+    }
+}
 
 /// The connection pool and which backend it talks to. Cheap to clone; every clone shares the
 /// same pool.
@@ -101,7 +111,7 @@ impl Db {
             Error::Internal(format!("invalid database URL: {}", redact_url_error(&e)))
         })?;
         let pool_options = AnyPoolOptions::new()
-            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .acquire_timeout(acquire_timeout(backend))
             // sqlx pings every connection it hands out by default: a round trip before each
             // request's first statement. A connection in steady use is checked by that
             // statement instead (a broken one fails it with a retryable 503 and is closed when
@@ -162,7 +172,7 @@ impl Db {
         let readers = Readers::new(
             pool.clone(),
             usize::try_from(kept_readers(max_connections(backend))).unwrap_or(1),
-            ACQUIRE_TIMEOUT,
+            acquire_timeout(backend),
             PING_WHEN_IDLE_FOR,
         );
         Ok(Self {
