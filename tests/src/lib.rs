@@ -63,6 +63,15 @@ pub struct TestApp {
     _dir: Option<TempDir>,
 }
 
+/// What [`TestApp::close`] keeps of an app for [`TestApp::reopen`].
+pub struct ClosedApp {
+    pub database_url: String,
+    clock: Clock,
+    master_key: [u8; 32],
+    group_commit: bool,
+    dir: Option<TempDir>,
+}
+
 /// A reseller created by the operator, with one API key.
 #[derive(Debug, Clone)]
 pub struct Reseller {
@@ -167,6 +176,33 @@ impl TestApp {
             })
             .collect();
         ProcessReplicas { servers, _dir: dir }
+    }
+
+    /// Stops this server and closes its connections, keeping the database; [`TestApp::reopen`]
+    /// boots a server over it again. What stays between the two (a PostgreSQL database, or
+    /// the SQLite file's directory) is returned.
+    pub async fn close(mut self) -> ClosedApp {
+        let closed = ClosedApp {
+            database_url: self.database_url.clone(),
+            clock: self.store.clock().clone(),
+            master_key: self.master_key,
+            group_commit: self.store.group_commit(),
+            dir: self._dir.take(),
+        };
+        self.stop().await;
+        closed
+    }
+
+    /// A server over a database a closed app left: the same clock, master key and settings.
+    pub async fn reopen(closed: ClosedApp) -> Self {
+        Self::boot(
+            closed.database_url,
+            closed.dir,
+            closed.clock,
+            closed.master_key,
+            closed.group_commit,
+        )
+        .await
     }
 
     /// The master key's bytes, for a server process over this app's database.

@@ -5,11 +5,14 @@
 //! - a new connection, and each request after the first on a keep-alive one, must send its
 //!   headers (up to the blank line) within `headers` (10 s) of its first byte (of the accept,
 //!   for the first request);
-//! - once the headers are in, the rest of the request must arrive within `body` (30 s);
+//! - once the headers are in, the rest of the request (its `Content-Length` bytes, or a chunked
+//!   body until the answer starts) must arrive within `body` (30 s);
 //! - a keep-alive connection with no request for `idle` (60 s) is closed.
 //!
 //! A read that stays pending past its deadline fails with `TimedOut`, which ends the
-//! connection; a stalled client holds a task and a socket, never a request slot.
+//! connection; a stalled client holds a task and a socket, never a request slot. Once the whole
+//! request is in, no deadline runs until the answer has started: the limits are on the
+//! client's pace, never on how long the service takes to answer (a write waiting its turn).
 
 use std::io::Result as IoResult;
 use std::pin::Pin;
@@ -94,8 +97,38 @@ enum Phase {
     Idle,
     /// Reading headers; `matched` bytes of `\r\n\r\n` seen so far.
     Headers { matched: u8 },
-    /// Headers complete; reading the body until the answer starts.
-    Body,
+    /// Headers complete; reading the body: `remaining` bytes of a `Content-Length` body, or
+    /// `None` for a chunked one (read until the answer starts).
+    Body { remaining: Option<u64> },
+    /// The whole request is in and the service works on its answer: no deadline.
+    Waiting,
+}
+
+/// The deadline while the service works on an answer: none in effect.
+const WAITING_FOR_THE_ANSWER: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Header bytes kept to find the body's length: requests' headers are small; past this, the
+/// body is treated as of unknown length (deadline until the answer starts).
+const HEADER_BYTES_KEPT: usize = 8 * 1024;
+
+/// What the headers say of the body: its length, `Some(0)` when there is none, `None` when it
+/// is chunked or the headers could not be read whole.
+fn body_length(headers: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(headers).ok()?;
+    let mut length = Some(0);
+    for line in text.split("\r\n").skip(1) {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            return None;
+        }
+        if name.eq_ignore_ascii_case("content-length") {
+            length = Some(value.parse().ok()?);
+        }
+    }
+    length
 }
 
 /// A client connection with read deadlines; gives its slot back when dropped.
@@ -105,6 +138,8 @@ pub struct GuardedStream<Io> {
     limits: Limits,
     phase: Phase,
     deadline: Pin<Box<Sleep>>,
+    /// The current request's header bytes (up to [`HEADER_BYTES_KEPT`]), for its body length.
+    headers: Vec<u8>,
 }
 
 impl<Io> GuardedStream<Io> {
@@ -117,6 +152,7 @@ impl<Io> GuardedStream<Io> {
             // accept: a client that connects and says nothing is a slow client.
             phase: Phase::Headers { matched: 0 },
             deadline: Box::pin(tokio::time::sleep(limits.headers)),
+            headers: Vec::new(),
         }
     }
 
@@ -126,14 +162,38 @@ impl<Io> GuardedStream<Io> {
     }
 
     /// Follows the request through the bytes just read.
-    fn saw(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
+    fn saw(&mut self, mut bytes: &[u8]) {
+        while let Some((&byte, rest)) = bytes.split_first() {
             match self.phase {
-                Phase::Idle => self.restart(Phase::Headers { matched: 0 }, self.limits.headers),
-                Phase::Body => return,
+                // A new request (after an answer, or pipelined behind one being answered).
+                Phase::Idle | Phase::Waiting => {
+                    self.headers.clear();
+                    self.restart(Phase::Headers { matched: 0 }, self.limits.headers);
+                }
+                Phase::Body { remaining: None } => return,
+                Phase::Body {
+                    remaining: Some(left),
+                } => {
+                    // The body's bytes in one step; what follows it is the next request.
+                    let taken = usize::try_from(left).unwrap_or(usize::MAX).min(bytes.len());
+                    let left = left - taken as u64;
+                    if left == 0 {
+                        self.wait_for_the_answer();
+                    } else {
+                        self.phase = Phase::Body {
+                            remaining: Some(left),
+                        };
+                    }
+                    bytes = &bytes[taken..];
+                    continue;
+                }
                 Phase::Headers { .. } => {}
             }
+            bytes = rest;
             if let Phase::Headers { matched } = self.phase {
+                if self.headers.len() < HEADER_BYTES_KEPT {
+                    self.headers.push(byte);
+                }
                 let expected = b"\r\n\r\n"[usize::from(matched)];
                 let matched = if byte == expected {
                     matched + 1
@@ -143,12 +203,27 @@ impl<Io> GuardedStream<Io> {
                     0
                 };
                 if matched == 4 {
-                    self.restart(Phase::Body, self.limits.body);
+                    let length = if self.headers.len() < HEADER_BYTES_KEPT {
+                        body_length(&self.headers)
+                    } else {
+                        None
+                    };
+                    match length {
+                        Some(0) => self.wait_for_the_answer(),
+                        remaining => self.restart(Phase::Body { remaining }, self.limits.body),
+                    }
                 } else {
                     self.phase = Phase::Headers { matched };
                 }
             }
         }
+    }
+
+    /// The whole request is in: no limit on the client until the answer starts. The deadline
+    /// stays armed (so its timer keeps this connection's waker for the idle limit that follows
+    /// the answer) but so far off that it never fires first.
+    fn wait_for_the_answer(&mut self) {
+        self.restart(Phase::Waiting, WAITING_FOR_THE_ANSWER);
     }
 
     /// The server is answering: the next bytes from the client start a new request.
@@ -212,5 +287,28 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for GuardedStream<Io> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::body_length;
+
+    #[test]
+    fn the_body_length_comes_from_the_headers() {
+        let headers = |lines: &str| format!("POST /x HTTP/1.1\r\n{lines}\r\n").into_bytes();
+        assert_eq!(body_length(&headers("Host: a\r\n")), Some(0));
+        assert_eq!(body_length(&headers("content-length: 42\r\n")), Some(42));
+        assert_eq!(
+            body_length(&headers("Content-Length:7\r\nHost: a\r\n")),
+            Some(7)
+        );
+        assert_eq!(
+            body_length(&headers("Transfer-Encoding: chunked\r\n")),
+            None,
+            "chunked: until the answer starts"
+        );
+        assert_eq!(body_length(&headers("Content-Length: x\r\n")), None);
+        assert_eq!(body_length(&[0xff, 0xfe]), None);
     }
 }

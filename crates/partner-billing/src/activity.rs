@@ -231,8 +231,7 @@ pub async fn promo_batches(
 ) -> Result<PanelPage<PromoBatchRow>> {
     let select = format!(
         "SELECT b.id AS row_id, b.batch_id, p.slug AS product_slug, b.code_count, \
-         (SELECT COUNT(*) FROM promo_redemptions r JOIN promo_codes c ON c.code_hash = r.code_hash \
-          WHERE c.batch_row_id = b.id) AS redeemed, \
+         b.redeemed, \
          b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
          FROM promo_batches b JOIN plans p ON p.id = b.plan_id \
          WHERE b.account_id = $1 AND $2 = ''",

@@ -175,8 +175,7 @@ struct PromoBatchRow {
 /// `$2` is the recovery window in seconds.
 const PROMO_BATCH_SELECT: &str = "SELECT b.id AS row_id, b.batch_id, b.order_public_id, \
      p.slug AS plan_slug, b.code_count AS count, \
-     (SELECT COUNT(*) FROM promo_redemptions r JOIN promo_codes c ON c.code_hash = r.code_hash \
-      WHERE c.batch_row_id = b.id) AS redeemed, \
+     b.redeemed, \
      b.voided_utc, b.created_utc, b.created_utc + $2 AS recoverable_until_utc \
      FROM promo_batches b JOIN plans p ON p.id = b.plan_id";
 

@@ -15,6 +15,7 @@ mod crash;
 mod cursor_filters;
 mod failover;
 mod hostile_input;
+mod hot_path_plans;
 mod hygiene;
 mod idempotency_races;
 mod isolation;

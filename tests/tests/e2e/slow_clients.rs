@@ -17,6 +17,7 @@ both_databases!(
     hundreds_of_stalled_connections_never_block_a_client,
     stalled_bodies_and_idle_connections_are_closed,
     max_connections_bounds_open_connections,
+    an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off,
 );
 
 const LIMITS: Limits = Limits {
@@ -27,6 +28,7 @@ const LIMITS: Limits = Limits {
 
 struct Server {
     address: String,
+    store: Store,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     _dir: Option<partner_billing_tests::TempDir>,
@@ -48,7 +50,7 @@ impl Server {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(partner_billing_server::serve_with(
             listener,
-            store,
+            store.clone(),
             async {
                 let _ = stopped.await;
             },
@@ -60,6 +62,7 @@ impl Server {
         ));
         Self {
             address,
+            store,
             stop: Some(stop),
             task,
             _dir: dir,
@@ -201,5 +204,67 @@ async fn max_connections_bounds_open_connections(db: Db) {
     for stream in &mut stalled {
         closed_within(stream, Duration::from_secs(5)).await;
     }
+    server.stop().await;
+}
+
+/// The body limit bounds how long a client may take to send its request, not how long the
+/// service may take to answer it: a request whose body is all in, and whose answer waits (here
+/// on a promo batch's generation turn, as behind other batches on a busy SQLite file), is
+/// answered, not cut off at the body limit.
+async fn an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off(db: Db) {
+    use partner_billing::audit::Origin;
+    use partner_billing::domain::{ClientId, Password, PlanSlug};
+    use partner_billing::plans::{self, NewPlan};
+    use partner_billing::store::HoldPoint;
+    use partner_billing::{accounts, keys, quota};
+
+    let server = Server::start(&db, 4096).await;
+    let store = &server.store;
+    let origin = Origin::cli();
+    let plan = PlanSlug::parse("slug", "pro").unwrap();
+    let new_plan = NewPlan::new(plan.clone(), "Pro", Some(30), None, None).unwrap();
+    plans::create_plan(store, new_plan, &origin).await.unwrap();
+    let password = Password::parse("password", "a long enough password").unwrap();
+    let client_id: ClientId = accounts::create_reseller(store, "Slow", password, &origin)
+        .await
+        .unwrap();
+    let account_id: i64 = sqlx::query_scalar("SELECT id FROM accounts WHERE client_id = $1")
+        .bind(client_id.as_str())
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let key = keys::create_api_key(store, account_id, Some("k"), &origin)
+        .await
+        .unwrap();
+    let credit = quota::Correction {
+        client_id: &client_id,
+        plan: &plan,
+        units: 10,
+        reason: "test",
+        reference: None,
+    };
+    quota::credit(store, &credit, &origin).await.unwrap();
+
+    let hold = store.hold(HoldPoint::PromoTurnTaken, account_id);
+    let request = reqwest::Client::new()
+        .post(format!(
+            "http://{}/v1/billing/partner/promo-batches",
+            server.address
+        ))
+        .header("X-Client-Id", client_id.as_str())
+        .header("X-Client-Secret", key.secret.as_str())
+        .json(&serde_json::json!({"planSlug": "pro", "count": 1, "idempotencyKey": "slow-answer"}))
+        .timeout(Duration::from_secs(60))
+        .send();
+    let request = tokio::spawn(request);
+    hold.wait_for_arrivals(1).await;
+    // The request is with the service, its body read; the answer takes past the body limit.
+    tokio::time::sleep(LIMITS.body + Duration::from_secs(1)).await;
+    hold.release();
+    let response = request
+        .await
+        .unwrap()
+        .expect("answered, the connection not closed");
+    assert_eq!(response.status(), 200);
     server.stop().await;
 }

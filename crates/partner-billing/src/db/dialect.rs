@@ -151,10 +151,14 @@ pub(crate) fn ledger_feed_settled(backend: Backend) -> &'static str {
 }
 
 /// The text elements of the JSON array bound as parameter `$n`, as a subquery for `IN`:
-/// `json_each` on SQLite, `json_array_elements_text` on PostgreSQL.
+/// `json_each` on SQLite; on PostgreSQL through `small_json_array`, whose small row estimate
+/// makes the planner probe the index once per element instead of scanning the whole table
+/// (`json_array_elements_text` is estimated at 100 rows).
 pub(crate) fn json_text_elements(backend: Backend, n: usize) -> String {
     match backend {
         Backend::Sqlite => format!("(SELECT value FROM json_each(${n}))"),
-        Backend::Postgres => format!("(SELECT json_array_elements_text(${n}::json))"),
+        Backend::Postgres => {
+            format!("(SELECT e #>> '{{}}' FROM small_json_array(${n}::json) AS e)")
+        }
     }
 }

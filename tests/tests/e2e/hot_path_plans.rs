@@ -1,0 +1,476 @@
+//! Every request reaches the rows it needs by index, whatever the planner's statistics say.
+//!
+//! A billing database grows by millions of rows, and PostgreSQL plans each statement from its
+//! statistics; where autovacuum is off (this machine and CI) or behind, a table's statistics are
+//! missing or stale, and a statement planned as a whole-table scan gets slower with every row.
+//! So on a PostgreSQL database that was never analyzed (autovacuum off on every table), with
+//! thousands of rows in the tables that grow with history, the scenario runs every kind of
+//! request a reseller, the product's backend and the panel make (writes, replays, refusals,
+//! reads, lists and their second pages, revocation, voids, the CSV), each often enough to be
+//! planned generically too, and then reads PostgreSQL's own count of sequential scans: none on
+//! a table that grows.
+//!
+//! PostgreSQL only: SQLite has no statistics unless `ANALYZE` runs (the service never runs it)
+//! and plans by rules that take a matching index; PostgreSQL is where a plan can turn.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+use partner_billing_tests::product::REDEMPTIONS;
+use partner_billing_tests::{Db, Reseller, TestApp};
+
+/// The tables that grow with every license, code, request and change.
+/// (`abuse_attempts` is not one: its counters are purged as their windows pass.)
+const GROWING_TABLES: [&str; 14] = [
+    "licenses",
+    "ledger_entries",
+    "idempotency_records",
+    "operator_idempotency_records",
+    "subscriptions",
+    "users",
+    "promo_batches",
+    "promo_codes",
+    "promo_recovery_payloads",
+    "promo_redemptions",
+    "redemption_attempts",
+    "audit_entries",
+    "webhook_events",
+    "webhook_messages",
+];
+
+/// Licenses issued before the measured requests (each with its ledger entry, idempotency
+/// record and subscription period).
+const HISTORY_LICENSES: usize = 3000;
+
+/// Registered logins.
+const LOGINS: usize = 2000;
+
+const LICENSES: &str = "/v1/billing/partner/licenses";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_request_scans_a_growing_table_on_a_database_never_analyzed() {
+    let Some(db) = Db::postgres() else {
+        return;
+    };
+    let app = TestApp::spawn(&db).await;
+    let mut admin = sqlx::PgConnection::connect(&app.database_url)
+        .await
+        .expect("admin connection");
+    never_analyze(&mut admin).await;
+    let (r, token) = grow_history(&app).await;
+
+    // The history's connections gone (their counts flushed), the counts start from zero.
+    let closed = app.close().await;
+    wait_for_no_other_connection(&mut admin).await;
+    sqlx::query("SELECT pg_stat_reset()")
+        .execute(&mut admin)
+        .await
+        .expect("reset statistics");
+    let app = TestApp::reopen(closed).await;
+    every_kind_of_request(&app, &r, &token).await;
+    app.close().await;
+    wait_for_no_other_connection(&mut admin).await;
+
+    let scanned: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT relname::text, seq_scan FROM pg_stat_user_tables \
+         WHERE relname = ANY($1) AND seq_scan > 0 ORDER BY relname",
+    )
+    .bind(&GROWING_TABLES[..])
+    .fetch_all(&mut admin)
+    .await
+    .expect("scan counts");
+    let analyzed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_user_tables WHERE relname = ANY($1) \
+         AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)",
+    )
+    .bind(&GROWING_TABLES[..])
+    .fetch_one(&mut admin)
+    .await
+    .expect("analyze times");
+    assert_eq!(analyzed, 0, "the tables were never analyzed");
+    assert!(
+        scanned.is_empty(),
+        "sequential scans of growing tables (table, scans): {scanned:?}"
+    );
+}
+
+/// Autovacuum off on every table: the planner keeps the statistics the growth leaves (none).
+async fn never_analyze(admin: &mut sqlx::PgConnection) {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .expect("tables");
+    for table in tables {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE \"{table}\" SET (autovacuum_enabled = off)"
+        )))
+        .execute(&mut *admin)
+        .await
+        .expect("autovacuum off");
+    }
+}
+
+/// PostgreSQL writes a connection's counts when it ends: wait until every connection to the
+/// database but this one has ended.
+async fn wait_for_no_other_connection(admin: &mut sqlx::PgConnection) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let others: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(&mut *admin)
+        .await
+        .expect("connections");
+        if others == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{others} connections stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A reseller with thousands of licenses over thousands of logins, promo batches with
+/// redemptions, an operator token; returns the reseller and the token.
+async fn grow_history(app: &TestApp) -> (Reseller, String) {
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan("life").await;
+    let r = app.reseller().await;
+    app.credit(&r, "pro", 1_000_000).await;
+    app.credit(&r, "life", 1_000).await;
+    let token = app.operator_token("product").await;
+    let mut users = tokio::task::JoinSet::new();
+    for task in 0..8 {
+        let http = app.http.clone();
+        let url = app.url("/v1/billing/product/users");
+        let token = token.clone();
+        users.spawn(async move {
+            for i in (task..LOGINS).step_by(8) {
+                let response = http
+                    .post(&url)
+                    .bearer_auth(&token)
+                    .json(&json!({ "login": format!("user-{i}") }))
+                    .send()
+                    .await
+                    .expect("register");
+                assert!(response.status().is_success(), "{}", response.status());
+            }
+        });
+    }
+    while let Some(done) = users.join_next().await {
+        done.expect("registering task");
+    }
+    let mut issuers = tokio::task::JoinSet::new();
+    for task in 0..16 {
+        let request = partner_request(app, &r);
+        issuers.spawn(async move {
+            for i in (task..HISTORY_LICENSES).step_by(16) {
+                let body = json!({
+                    "planSlug": "pro",
+                    "login": format!("user-{}", i % LOGINS),
+                    "idempotencyKey": format!("history-{i}"),
+                });
+                let response = request(Method::POST, LICENSES)
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("issue");
+                assert_eq!(response.status(), 200, "history license {i}");
+            }
+        });
+    }
+    while let Some(done) = issuers.join_next().await {
+        done.expect("issuing task");
+    }
+    for _ in 0..3 {
+        let (_, codes) = app.promo_batch(&r, "pro", 1000).await;
+        for (i, code) in codes.iter().take(20).enumerate() {
+            let key = format!("history-redeem-{}", uuid::Uuid::new_v4().simple());
+            let response = app.redeem(&token, code, &format!("user-{i}"), &key).await;
+            assert_eq!(response.status(), 200, "history redemption");
+        }
+    }
+    (r, token)
+}
+
+/// A builder of requests with the reseller's key, for tasks of their own.
+fn partner_request(
+    app: &TestApp,
+    r: &Reseller,
+) -> impl Fn(Method, &str) -> reqwest::RequestBuilder + Send + 'static {
+    let (http, base, r) = (app.http.clone(), app.base_url.clone(), r.clone());
+    move |method, path| partner_billing_tests::partner_request(&http, &base, method, path, &r)
+}
+
+async fn json_of(request: reqwest::RequestBuilder, status: u16) -> Value {
+    let response = request.send().await.expect("request");
+    let (url, answered) = (response.url().to_string(), response.status());
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert_eq!(answered, status, "{url}: {body}");
+    body
+}
+
+/// Each kind of request, ten times where a plan could turn generic (PostgreSQL plans a
+/// prepared statement generically after five runs).
+async fn every_kind_of_request(app: &TestApp, r: &Reseller, token: &str) {
+    let partner = partner_request(app, r);
+    // Licenses: fresh ones concurrently (groups), on logins with periods to stack on; replays;
+    // a key reused for another request; an unknown login; a perpetual plan held twice.
+    let mut fresh = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let request = partner(Method::POST, LICENSES).json(&json!({
+            "planSlug": "pro",
+            "login": format!("user-{}", i * 7 % LOGINS),
+            "idempotencyKey": format!("measured-{i}"),
+        }));
+        fresh.spawn(async move { json_of(request, 200).await });
+    }
+    let mut license_ids = Vec::new();
+    while let Some(license) = fresh.join_next().await {
+        license_ids.push(
+            license.expect("license")["licenseId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    for i in 0..10 {
+        let replay = json!({"planSlug": "pro", "login": format!("user-{}", i * 7 % LOGINS),
+            "idempotencyKey": format!("measured-{i}")});
+        json_of(partner(Method::POST, LICENSES).json(&replay), 200).await;
+        let reused = json!({"planSlug": "pro", "login": "user-1999",
+            "idempotencyKey": format!("measured-{i}")});
+        json_of(partner(Method::POST, LICENSES).json(&reused), 422).await;
+        let unknown = json!({"planSlug": "pro", "login": format!("nobody-{i}"),
+            "idempotencyKey": format!("unknown-{i}")});
+        json_of(partner(Method::POST, LICENSES).json(&unknown), 422).await;
+        let life = json!({"planSlug": "life", "login": "user-5",
+            "idempotencyKey": format!("life-key-{i}")});
+        let status = if i == 0 { 200 } else { 409 };
+        json_of(partner(Method::POST, LICENSES).json(&life), status).await;
+        json_of(partner(Method::GET, "/v1/billing/partner/balances"), 200).await;
+    }
+
+    // Promo batches, their replay, redemptions and their replays, an unknown code.
+    let mut codes = Vec::new();
+    let mut batch_ids = Vec::new();
+    for i in 0..6 {
+        let body =
+            json!({"planSlug": "pro", "count": 10, "idempotencyKey": format!("batch-key-{i}")});
+        let batch = json_of(
+            partner(Method::POST, "/v1/billing/partner/promo-batches").json(&body),
+            200,
+        )
+        .await;
+        json_of(
+            partner(Method::POST, "/v1/billing/partner/promo-batches").json(&body),
+            200,
+        )
+        .await;
+        batch_ids.push(batch["batchId"].as_str().unwrap().to_owned());
+        codes.extend(
+            batch["codes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["code"].as_str().unwrap().to_owned()),
+        );
+    }
+    for (i, code) in codes.iter().take(10).enumerate() {
+        let key = format!("measured-redeem-{i}");
+        let login = format!("user-{}", 100 + i);
+        assert_eq!(app.redeem(token, code, &login, &key).await.status(), 200);
+        assert_eq!(app.redeem(token, code, &login, &key).await.status(), 200);
+        let unknown = app
+            .redeem(
+                token,
+                "AAAA-BBBB-CCCC-DDDD",
+                &login,
+                &format!("nope-key-{i}"),
+            )
+            .await;
+        assert_eq!(unknown.status(), 404);
+    }
+
+    // Reads: lists and their second pages, filters, one license, the ledger feed, request
+    // lookups, entitlements and a login's licenses.
+    for (i, license_id) in license_ids.iter().enumerate().take(10) {
+        let page = json_of(
+            partner(Method::GET, "/v1/billing/partner/licenses?limit=50"),
+            200,
+        )
+        .await;
+        let cursor = page["nextCursor"].as_str().unwrap().to_owned();
+        json_of(
+            partner(Method::GET, &format!("{LICENSES}?limit=50&cursor={cursor}")),
+            200,
+        )
+        .await;
+        let login = format!("user-{}", i * 7 % LOGINS);
+        json_of(
+            partner(
+                Method::GET,
+                &format!("{LICENSES}?login={login}&planSlug=pro"),
+            ),
+            200,
+        )
+        .await;
+        json_of(
+            partner(Method::GET, &format!("{LICENSES}/{license_id}")),
+            200,
+        )
+        .await;
+        let feed = json_of(
+            partner(Method::GET, "/v1/billing/partner/ledger?limit=100"),
+            200,
+        )
+        .await;
+        let cursor = feed["nextCursor"].as_str().unwrap().to_owned();
+        json_of(
+            partner(
+                Method::GET,
+                &format!("/v1/billing/partner/ledger?limit=100&cursor={cursor}"),
+            ),
+            200,
+        )
+        .await;
+        json_of(
+            partner(Method::GET, "/v1/billing/partner/promo-batches"),
+            200,
+        )
+        .await;
+        json_of(
+            partner(
+                Method::GET,
+                &format!("/v1/billing/partner/requests/measured-{i}"),
+            ),
+            200,
+        )
+        .await;
+        json_of(
+            app.product(
+                Method::GET,
+                &format!("/v1/billing/product/users/{login}/entitlements"),
+                token,
+            ),
+            200,
+        )
+        .await;
+        json_of(
+            app.product(
+                Method::GET,
+                &format!("/v1/billing/product/users/{login}/licenses"),
+                token,
+            ),
+            200,
+        )
+        .await;
+    }
+    let response = app
+        .product(Method::POST, REDEMPTIONS, token)
+        .json(&json!({"code": codes[20], "login": "user-1", "idempotencyKey": "last-redeem"}))
+        .send()
+        .await
+        .expect("redeem");
+    assert_eq!(response.status(), 200);
+
+    // Revocations, a void of a batch and of listed codes.
+    for license_id in license_ids.iter().take(6) {
+        json_of(
+            partner(Method::DELETE, &format!("{LICENSES}/{license_id}")),
+            200,
+        )
+        .await;
+    }
+    for batch_id in batch_ids.iter().take(3) {
+        json_of(
+            partner(
+                Method::POST,
+                &format!("/v1/billing/partner/promo-batches/{batch_id}/void"),
+            ),
+            200,
+        )
+        .await;
+    }
+    json_of(
+        partner(Method::POST, "/v1/billing/partner/promo-codes/void")
+            .json(&json!({"codes": codes[50..55]})),
+        200,
+    )
+    .await;
+
+    // The panel: overview (with the usage chart), ledger and licenses with their next pages,
+    // batches, activity, the CSV.
+    let cookie = panel_cookie(app, r).await;
+    for _ in 0..6 {
+        for path in [
+            "/panel",
+            "/panel/ledger",
+            "/panel/licenses",
+            "/panel/licenses?login=user-7",
+            "/panel/promo-batches",
+            "/panel/activity",
+        ] {
+            let page = panel_get(app, &cookie, path).await;
+            if let Some(older) = older_link(&page) {
+                panel_get(app, &cookie, &older).await;
+            }
+        }
+    }
+    let csv = panel_get(app, &cookie, "/panel/ledger.csv").await;
+    assert!(
+        csv.lines().count() > HISTORY_LICENSES,
+        "the CSV has every entry"
+    );
+}
+
+async fn panel_cookie(app: &TestApp, r: &Reseller) -> String {
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(app.url("/panel/login"))
+        .header("Sec-Fetch-Site", "same-origin")
+        .form(&[
+            ("client_id", r.client_id.as_str()),
+            ("password", &r.password),
+        ])
+        .send()
+        .await
+        .expect("sign in");
+    assert_eq!(response.status(), 303);
+    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+async fn panel_get(app: &TestApp, cookie: &str, path: &str) -> String {
+    let response = app
+        .http
+        .get(app.url(path))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .expect("panel page");
+    assert_eq!(response.status(), 200, "{path}");
+    response.text().await.expect("page")
+}
+
+/// The "Older" link of a panel page (`rel="next"`), unescaped.
+fn older_link(body: &str) -> Option<String> {
+    let end = body.find("rel=\"next\"")?;
+    let start = body[..end].rfind("href=\"")? + "href=\"".len();
+    Some(
+        body[start..end]
+            .trim_end()
+            .trim_end_matches('"')
+            .replace("&amp;", "&"),
+    )
+}
