@@ -8,7 +8,9 @@
 #     RAW=two (default) is the two statements of a read that authenticates first and reads next
 #     (the key lookup with its account, then the balances); RAW=one is the one statement the
 #     server now runs (the key lookup joined to the balances).
-# Prints req/s, tx/s and the ratio for each run.
+#   - wrk: POST /v1/billing/partner/licenses on the same account (docs/bench/license-hot.lua),
+#     HTTP only: the issue path against the read path of the same run.
+# Prints req/s, tx/s and the ratios for each run, and the server's peak RSS.
 #
 # Usage: docs/bench/balances.sh [POSTGRES_ADMIN_URL]  (default postgres://postgres@127.0.0.1:5432/test)
 #        CLIENTS="8 64" SECONDS=10 RUNS=2 BIN=target/release
@@ -36,6 +38,7 @@ export PARTNER_BILLING_MASTER_KEY_FILE="$DIR/master.key"
 PB="$BIN/partner-billing"
 PASSWORD=benchmark-password-1
 $PB admin plan create --slug bench --name Bench >/dev/null
+$PB admin user add --login alice >/dev/null
 CLIENT=$(printf '%s\n' "$PASSWORD" | $PB admin --json reseller create --name Bench --password-stdin | jq -r .clientId)
 $PB admin quota credit --client-id "$CLIENT" --plan bench --units 1000000000 --reason seed >/dev/null
 PORT=18090
@@ -67,6 +70,7 @@ case "${RAW:-two}" in
   one) printf '%s\n' "$ONE_SQL" >"$DIR/raw.sql" ;;
 esac
 sed -e "s/CLIENT_ID/$CLIENT/" -e "s/SECRET/$SECRET/" "$HERE/balances.lua" >"$DIR/balances.lua"
+sed -e "s/CLIENT_ID/$CLIENT/" -e "s/SECRET/$SECRET/" "$HERE/license-hot.lua" >"$DIR/license-hot.lua"
 echo "raw statements (${RAW:-two}):"; cat "$DIR/raw.sql"
 for c in $CLIENTS; do
   for run in $(seq "$RUNS"); do
@@ -81,7 +85,17 @@ for c in $CLIENTS; do
     raw=$(pgbench -n -M prepared -c "$c" -j 2 -T "$SECONDS_EACH" -f "$DIR/raw.sql" "$URL" 2>/dev/null)
     tps=$(awk '/^tps/ {print $3}' <<<"$raw")
     lat=$(awk '/latency average/ {print $4}' <<<"$raw")
-    printf 'clients %3s run %s: HTTP %8.0f req/s (p50 %s, non-2xx %s, peak RSS %s kB) | pgbench %8.0f tx/s (avg %s ms) | ratio %.2f\n' \
+    printf 'clients %3s run %s: balances HTTP %8.0f req/s (p50 %s, non-2xx %s, peak RSS %s kB) | pgbench %8.0f tx/s (avg %s ms) | ratio %.2f\n' \
       "$c" "$run" "$rps" "$p50" "${non2xx:-0}" "$rss" "$tps" "$lat" "$(echo "$rps / $tps" | bc -l)"
+    start_server
+    wrk -t2 -c"$c" -d2s -s "$DIR/license-hot.lua" http://127.0.0.1:$PORT >/dev/null # warm-up
+    hot=$(wrk -t2 -c"$c" -d"${SECONDS_EACH}s" --latency -s "$DIR/license-hot.lua" http://127.0.0.1:$PORT)
+    hot_rss=$(awk '/VmHWM/ {print $2}' /proc/$SERVER/status)
+    stop_server
+    hot_rps=$(awk '/Requests\/sec/ {print $2}' <<<"$hot")
+    hot_non2xx=$(awk '/non2xx/ {print $2}' <<<"$hot")
+    hot_p50=$(awk '$1 == "50%" {print $2}' <<<"$hot")
+    printf 'clients %3s run %s: license-hot HTTP %8.0f req/s (p50 %s, non-2xx %s, peak RSS %s kB) | license-hot / balances %.2f\n' \
+      "$c" "$run" "$hot_rps" "$hot_p50" "${hot_non2xx:-0}" "$hot_rss" "$(echo "$hot_rps / $rps" | bc -l)"
   done
 done
