@@ -81,6 +81,11 @@ impl RawTarget {
         let account = &inner.accounts[scenario.account(worker, inner.accounts.len())];
         match scenario {
             Scenario::Balances => {
+                // The server reads the key and the balances in one statement on a connection
+                // kept out of the pool (keys.rs `balances_with_api_key`); the baseline keeps the
+                // two statements of a read that authenticates first, each through the pool (which
+                // pings a connection given back), so a ratio above 1 is that join at work. The
+                // pgbench comparison of docs/bench/balances.sh is the outside figure.
                 let auth = inner.authenticate(account).await?;
                 inner.balances(auth.account_id).await?;
                 Ok(None)
