@@ -425,12 +425,11 @@ pub(crate) async fn record_use(
              AND (last_used_utc IS NULL OR last_used_utc <= $3)"
         }
     };
-    sqlx::query(sql)
+    let statement = sqlx::query(sql)
         .bind(now)
         .bind(row_id)
-        .bind(now - LAST_USED_GRANULARITY_SECONDS)
-        .execute(store.pool())
-        .await?;
+        .bind(now - LAST_USED_GRANULARITY_SECONDS);
+    store.write_one(statement).await?;
     Ok(())
 }
 

@@ -118,15 +118,14 @@ pub async fn count(store: &Store, limit: Limit, subject: &str) -> Result<Attempt
         subject: subject.to_owned(),
         bucket_utc: bucket_of(store.now_utc()),
     };
-    sqlx::query(
+    store.write_one(sqlx::query(
         "INSERT INTO abuse_attempts (kind, subject, bucket_utc, attempts) VALUES ($1, $2, $3, 1) \
          ON CONFLICT (kind, subject, bucket_utc) DO UPDATE SET attempts = abuse_attempts.attempts + 1",
     )
     .bind(attempt.kind)
     .bind(attempt.subject.as_str())
     .bind(attempt.bucket_utc)
-    .execute(store.pool())
-    .await?;
+    ).await?;
     let (count, oldest) = window(store, limit, subject).await?;
     if count > limit.max {
         attempt.take_back(store).await?;
@@ -138,24 +137,28 @@ pub async fn count(store: &Store, limit: Limit, subject: &str) -> Result<Attempt
 impl Attempt {
     /// Takes a counted attempt back: it succeeded, or was refused without being tried.
     pub async fn take_back(&self, store: &Store) -> Result<()> {
-        sqlx::query(
-            "UPDATE abuse_attempts SET attempts = attempts - 1 \
+        store
+            .write_one(
+                sqlx::query(
+                    "UPDATE abuse_attempts SET attempts = attempts - 1 \
              WHERE kind = $1 AND subject = $2 AND bucket_utc = $3 AND attempts > 0",
-        )
-        .bind(self.kind)
-        .bind(self.subject.as_str())
-        .bind(self.bucket_utc)
-        .execute(store.pool())
-        .await?;
+                )
+                .bind(self.kind)
+                .bind(self.subject.as_str())
+                .bind(self.bucket_utc),
+            )
+            .await?;
         Ok(())
     }
 }
 
 /// Deletes buckets no window reaches any more.
 pub async fn purge_expired(store: &Store) -> Result<u64> {
-    let result = sqlx::query("DELETE FROM abuse_attempts WHERE bucket_utc <= $1")
-        .bind(store.now_utc() - LONGEST_WINDOW_SECONDS - BUCKET_SECONDS)
-        .execute(store.pool())
+    let result = store
+        .write_one(
+            sqlx::query("DELETE FROM abuse_attempts WHERE bucket_utc <= $1")
+                .bind(store.now_utc() - LONGEST_WINDOW_SECONDS - BUCKET_SECONDS),
+        )
         .await?;
     Ok(result.rows_affected())
 }

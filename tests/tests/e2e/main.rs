@@ -46,3 +46,4 @@ mod voids;
 mod webhook_reliability;
 mod webhooks;
 mod write_load;
+mod write_turns;

@@ -177,10 +177,12 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
     }
     .ok_or(Error::Unauthorized)?;
     if now - seen >= SESSION_TOUCH_GRANULARITY_SECONDS {
-        sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
-            .bind(now)
-            .bind(token.hash())
-            .execute(store.pool())
+        store
+            .write_one(
+                sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
+                    .bind(now)
+                    .bind(token.hash()),
+            )
             .await?;
     }
     Ok(PanelAccount {
@@ -191,9 +193,10 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
 
 /// Signs out: the session ends at once. An unknown or ended session is no error.
 pub async fn end_session(store: &Store, token: &Secret) -> Result<()> {
-    sqlx::query("DELETE FROM panel_sessions WHERE token_hash = $1")
-        .bind(token.hash())
-        .execute(store.pool())
+    store
+        .write_one(
+            sqlx::query("DELETE FROM panel_sessions WHERE token_hash = $1").bind(token.hash()),
+        )
         .await?;
     Ok(())
 }
@@ -242,13 +245,15 @@ pub async fn change_password(
 /// Deletes panel sessions past their 12 h lifetime or their 1 h idle limit.
 pub async fn purge_expired_sessions(store: &Store) -> Result<u64> {
     let now = store.now_utc();
-    let result = sqlx::query(
-        "DELETE FROM panel_sessions WHERE expires_utc <= $1 \
+    let result = store
+        .write_one(
+            sqlx::query(
+                "DELETE FROM panel_sessions WHERE expires_utc <= $1 \
          OR COALESCE(last_seen_utc, created_utc) <= $2",
-    )
-    .bind(now)
-    .bind(now - SESSION_IDLE_SECONDS)
-    .execute(store.pool())
-    .await?;
+            )
+            .bind(now)
+            .bind(now - SESSION_IDLE_SECONDS),
+        )
+        .await?;
     Ok(result.rows_affected())
 }

@@ -45,13 +45,15 @@ pub(super) async fn replay(
     };
     if store.now_utc() > batch.created_utc + PROMO_RECOVERY_WINDOW_SECONDS {
         // Past the window: make sure the payload is gone even if the purge has not run yet.
-        sqlx::query(
-            "DELETE FROM promo_recovery_payloads WHERE batch_row_id = \
+        store
+            .write_one(
+                sqlx::query(
+                    "DELETE FROM promo_recovery_payloads WHERE batch_row_id = \
              (SELECT id FROM promo_batches WHERE batch_id = $1)",
-        )
-        .bind(batch.batch_id.as_str())
-        .execute(store.pool())
-        .await?;
+                )
+                .bind(batch.batch_id.as_str()),
+            )
+            .await?;
         return Err(expired());
     }
     let sealed: Option<String> = sqlx::query_scalar(
@@ -79,9 +81,11 @@ pub(super) async fn replay(
 
 /// Deletes the recovery payloads past their window; returns how many.
 pub async fn purge_expired(store: &Store) -> Result<u64> {
-    let result = sqlx::query("DELETE FROM promo_recovery_payloads WHERE purge_after_utc < $1")
-        .bind(store.now_utc())
-        .execute(store.pool())
+    let result = store
+        .write_one(
+            sqlx::query("DELETE FROM promo_recovery_payloads WHERE purge_after_utc < $1")
+                .bind(store.now_utc()),
+        )
         .await?;
     if result.rows_affected() > 0 {
         tracing::info!(

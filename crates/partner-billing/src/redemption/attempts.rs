@@ -29,31 +29,34 @@ pub(crate) struct Reservation {
 pub(crate) async fn reserve(store: &Store, user_id: UserId) -> Result<Reservation> {
     let now = store.now_utc();
     let window_start = now - WINDOW_SECONDS;
+    #[derive(sqlx::FromRow)]
+    struct Window {
+        attempts: i64,
+        oldest: Option<i64>,
+    }
+    // One write transaction: on SQLite it takes the process's write turn like every write.
+    let mut tx = store.begin_write().await?;
     sqlx::query("DELETE FROM redemption_attempts WHERE user_id = $1 AND attempted_utc <= $2")
         .bind(user_id)
         .bind(window_start)
-        .execute(store.pool())
+        .execute(&mut *tx)
         .await?;
     let row_id: i64 = sqlx::query_scalar(
         "INSERT INTO redemption_attempts (user_id, attempted_utc) VALUES ($1, $2) RETURNING id",
     )
     .bind(user_id)
     .bind(now)
-    .fetch_one(store.pool())
+    .fetch_one(&mut *tx)
     .await?;
-    #[derive(sqlx::FromRow)]
-    struct Window {
-        attempts: i64,
-        oldest: Option<i64>,
-    }
     let Window { attempts, oldest } = sqlx::query_as(
         "SELECT COUNT(*) AS attempts, MIN(attempted_utc) AS oldest FROM redemption_attempts \
          WHERE user_id = $1 AND attempted_utc > $2",
     )
     .bind(user_id)
     .bind(window_start)
-    .fetch_one(store.pool())
+    .fetch_one(&mut *tx)
     .await?;
+    tx.commit().await?;
     if attempts <= MAX_FAILED_ATTEMPTS {
         return Ok(Reservation { row_id });
     }
@@ -77,9 +80,10 @@ impl Reservation {
     /// effort: if the database cannot be reached the attempt stays counted, which only errs on
     /// the safe side.
     pub(crate) async fn release(self, store: &Store) {
-        let deleted = sqlx::query("DELETE FROM redemption_attempts WHERE id = $1")
-            .bind(self.row_id)
-            .execute(store.pool())
+        let deleted = store
+            .write_one(
+                sqlx::query("DELETE FROM redemption_attempts WHERE id = $1").bind(self.row_id),
+            )
             .await;
         if let Err(err) = deleted {
             tracing::warn!(error = %err, "a redemption attempt could not be released");
