@@ -7,12 +7,16 @@
 //!   for the first request);
 //! - once the headers are in, the rest of the request (its `Content-Length` bytes, or a chunked
 //!   body until the answer starts) must arrive within `body` (30 s);
-//! - a keep-alive connection with no request for `idle` (60 s) is closed.
+//! - a keep-alive connection with no request for `idle` (60 s) is closed, and so is one whose
+//!   answer the client stops reading for as long (the limit restarts with every write).
 //!
 //! A read that stays pending past its deadline fails with `TimedOut`, which ends the
 //! connection; a stalled client holds a task and a socket, never a request slot. Once the whole
-//! request is in, no deadline runs until the answer has started: the limits are on the
-//! client's pace, never on how long the service takes to answer (a write waiting its turn).
+//! request is in, the deadline is the service's own time to answer ([`ANSWER_LIMIT`], beyond
+//! any wait of the service: a write waiting its turn is answered, never cut off). Blank lines
+//! before a request start nothing; an interim `100 Continue` is not the answer; an HTTP/2
+//! connection (prior knowledge or ALPN) is held to the idle limit, restarted by every frame
+//! either way.
 
 use std::io::Result as IoResult;
 use std::pin::Pin;
@@ -95,17 +99,24 @@ impl<A: Acceptor> Acceptor for GuardedAcceptor<A> {
 enum Phase {
     /// Waiting for the first byte of a request (after an answer, on keep-alive).
     Idle,
-    /// Reading headers; `matched` bytes of `\r\n\r\n` seen so far.
-    Headers { matched: u8 },
+    /// Reading headers; `matched` bytes of `\r\n\r\n` seen so far, `started` once a byte other
+    /// than CR or LF came (blank lines before a request line are skipped, as the parser does).
+    Headers { matched: u8, started: bool },
     /// Headers complete; reading the body: `remaining` bytes of a `Content-Length` body, or
     /// `None` for a chunked one (read until the answer starts).
     Body { remaining: Option<u64> },
-    /// The whole request is in and the service works on its answer: no deadline.
+    /// The whole request is in and the service works on its answer.
     Waiting,
+    /// An HTTP/2 connection: frames, not lines; idle limit only.
+    Http2,
 }
 
-/// The deadline while the service works on an answer: none in effect.
-const WAITING_FOR_THE_ANSWER: Duration = Duration::from_secs(365 * 24 * 3600);
+/// How long the service may take to start an answer once the whole request is in: beyond its
+/// longest wait (a SQLite write's turn and connection, 30 s each).
+pub const ANSWER_LIMIT: Duration = Duration::from_secs(120);
+
+/// The first line of HTTP/2 with prior knowledge (RFC 9113 §3.4).
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 /// Header bytes kept to find the body's length: requests' headers are small; past this, the
 /// body is treated as of unknown length (deadline until the answer starts).
@@ -150,7 +161,10 @@ impl<Io> GuardedStream<Io> {
             limits,
             // The first request's headers must all arrive within the header limit of the
             // accept: a client that connects and says nothing is a slow client.
-            phase: Phase::Headers { matched: 0 },
+            phase: Phase::Headers {
+                matched: 0,
+                started: false,
+            },
             deadline: Box::pin(tokio::time::sleep(limits.headers)),
             headers: Vec::new(),
         }
@@ -165,10 +179,20 @@ impl<Io> GuardedStream<Io> {
     fn saw(&mut self, mut bytes: &[u8]) {
         while let Some((&byte, rest)) = bytes.split_first() {
             match self.phase {
+                Phase::Http2 => {
+                    self.restart(Phase::Http2, self.limits.idle);
+                    return;
+                }
                 // A new request (after an answer, or pipelined behind one being answered).
                 Phase::Idle | Phase::Waiting => {
                     self.headers.clear();
-                    self.restart(Phase::Headers { matched: 0 }, self.limits.headers);
+                    self.restart(
+                        Phase::Headers {
+                            matched: 0,
+                            started: false,
+                        },
+                        self.limits.headers,
+                    );
                 }
                 Phase::Body { remaining: None } => return,
                 Phase::Body {
@@ -178,7 +202,7 @@ impl<Io> GuardedStream<Io> {
                     let taken = usize::try_from(left).unwrap_or(usize::MAX).min(bytes.len());
                     let left = left - taken as u64;
                     if left == 0 {
-                        self.wait_for_the_answer();
+                        self.restart(Phase::Waiting, ANSWER_LIMIT);
                     } else {
                         self.phase = Phase::Body {
                             remaining: Some(left),
@@ -190,48 +214,62 @@ impl<Io> GuardedStream<Io> {
                 Phase::Headers { .. } => {}
             }
             bytes = rest;
-            if let Phase::Headers { matched } = self.phase {
-                if self.headers.len() < HEADER_BYTES_KEPT {
-                    self.headers.push(byte);
-                }
-                let expected = b"\r\n\r\n"[usize::from(matched)];
-                let matched = if byte == expected {
-                    matched + 1
-                } else if byte == b'\r' {
-                    1
-                } else {
-                    0
+            let Phase::Headers { matched, started } = self.phase else {
+                continue;
+            };
+            if !started && (byte == b'\r' || byte == b'\n') {
+                continue;
+            }
+            if self.headers.len() < HEADER_BYTES_KEPT {
+                self.headers.push(byte);
+            }
+            let expected = b"\r\n\r\n"[usize::from(matched)];
+            let matched = if byte == expected {
+                matched + 1
+            } else if byte == b'\r' {
+                1
+            } else {
+                0
+            };
+            if matched < 4 {
+                self.phase = Phase::Headers {
+                    matched,
+                    started: true,
                 };
-                if matched == 4 {
-                    let length = if self.headers.len() < HEADER_BYTES_KEPT {
-                        body_length(&self.headers)
-                    } else {
-                        None
-                    };
-                    match length {
-                        Some(0) => self.wait_for_the_answer(),
-                        remaining => self.restart(Phase::Body { remaining }, self.limits.body),
-                    }
-                } else {
-                    self.phase = Phase::Headers { matched };
-                }
+                continue;
+            }
+            if self.headers.starts_with(HTTP2_PREFACE) {
+                self.restart(Phase::Http2, self.limits.idle);
+                return;
+            }
+            let length = if self.headers.len() < HEADER_BYTES_KEPT {
+                body_length(&self.headers)
+            } else {
+                None
+            };
+            match length {
+                Some(0) => self.restart(Phase::Waiting, ANSWER_LIMIT),
+                remaining => self.restart(Phase::Body { remaining }, self.limits.body),
             }
         }
     }
 
-    /// The whole request is in: no limit on the client until the answer starts. The deadline
-    /// stays armed (so its timer keeps this connection's waker for the idle limit that follows
-    /// the answer) but so far off that it never fires first.
-    fn wait_for_the_answer(&mut self) {
-        self.restart(Phase::Waiting, WAITING_FOR_THE_ANSWER);
-    }
-
-    /// The server is answering: the next bytes from the client start a new request.
-    fn answering(&mut self) {
-        if self.phase != Phase::Idle {
-            self.restart(Phase::Idle, self.limits.idle);
+    /// The server wrote `bytes`: the answer has started (an interim `1xx` has not), and the
+    /// next bytes from the client start a new request. The idle limit restarts with every write,
+    /// so an answer is cut off only when the client stops reading it for that long.
+    fn wrote(&mut self, bytes: &[u8]) {
+        match self.phase {
+            Phase::Http2 => self.restart(Phase::Http2, self.limits.idle),
+            _ if is_interim(bytes) => {}
+            _ => self.restart(Phase::Idle, self.limits.idle),
         }
     }
+}
+
+/// Whether a write is an interim HTTP/1 answer (`100 Continue`): the request goes on.
+fn is_interim(bytes: &[u8]) -> bool {
+    (bytes.starts_with(b"HTTP/1.1 1") || bytes.starts_with(b"HTTP/1.0 1"))
+        && bytes.get(12) == Some(&b' ')
 }
 
 impl<Io: AsyncRead + Unpin> AsyncRead for GuardedStream<Io> {
@@ -264,7 +302,7 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for GuardedStream<Io> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<IoResult<usize>> {
-        self.answering();
+        self.wrote(buf);
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -273,7 +311,11 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for GuardedStream<Io> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<IoResult<usize>> {
-        self.answering();
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        self.wrote(first);
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -292,7 +334,49 @@ impl<Io: AsyncWrite + Unpin> AsyncWrite for GuardedStream<Io> {
 
 #[cfg(test)]
 mod tests {
-    use super::body_length;
+    use std::sync::Arc;
+
+    use tokio::sync::Semaphore;
+
+    use super::{GuardedStream, Limits, Phase, body_length};
+
+    async fn stream() -> GuardedStream<tokio::io::DuplexStream> {
+        let (io, _other) = tokio::io::duplex(64);
+        let permit = Arc::new(Semaphore::new(1)).acquire_owned().await.unwrap();
+        GuardedStream::new(io, permit, Limits::default())
+    }
+
+    #[tokio::test]
+    async fn the_phase_follows_the_request() {
+        let mut s = stream().await;
+        // Blank lines before a request start nothing: still before its first line.
+        s.saw(b"\r\n\r\n\r\n");
+        assert!(
+            matches!(s.phase, Phase::Headers { started: false, .. }),
+            "{:?}",
+            s.phase
+        );
+        s.saw(b"POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nab");
+        assert_eq!(s.phase, Phase::Body { remaining: Some(3) });
+        // An interim answer is not the answer: the body is still due.
+        s.wrote(b"HTTP/1.1 100 Continue\r\n\r\n");
+        assert_eq!(s.phase, Phase::Body { remaining: Some(3) });
+        s.saw(b"cde");
+        assert_eq!(s.phase, Phase::Waiting);
+        s.wrote(b"HTTP/1.1 200 OK\r\n");
+        assert_eq!(s.phase, Phase::Idle);
+        s.saw(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(s.phase, Phase::Waiting);
+    }
+
+    #[tokio::test]
+    async fn http2_is_held_to_the_idle_limit() {
+        let mut s = stream().await;
+        s.saw(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        assert_eq!(s.phase, Phase::Http2);
+        s.saw(&[0, 0, 4, 8, 0, 0, 0, 0, 0, 0x0d, 0x0a, 0x0d, 0x0a]);
+        assert_eq!(s.phase, Phase::Http2);
+    }
 
     #[test]
     fn the_body_length_comes_from_the_headers() {

@@ -219,6 +219,49 @@ impl Db {
             Some(turns) => Some(turns.take().await?),
             None => None,
         };
+        self.begin_write_in(turn).await
+    }
+
+    /// Runs one write statement as every write must run: on SQLite in a write transaction of
+    /// its own, which waits for this process's write turn holding no connection; on PostgreSQL,
+    /// whose writers run side by side, on its own (autocommit). Sent on a pooled SQLite
+    /// connection without the turn, it would wait for SQLite's lock holding that connection, and
+    /// enough such waits leave the writer that holds the lock no connection for its next read:
+    /// every request stalls until the busy timeout.
+    pub async fn write_one<'q>(
+        &self,
+        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<sqlx::any::AnyQueryResult> {
+        if self.write_turns.is_none() {
+            return Ok(statement.execute(&self.pool).await?);
+        }
+        let mut tx = self.begin_write().await?;
+        let result = statement.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(result)
+    }
+
+    /// As [`write_one`](Self::write_one), for a write that may be skipped rather than wait
+    /// (bookkeeping such as a key's last use): on SQLite it runs only when this process's write
+    /// turn is free now, and answers `None` when it is not.
+    pub async fn write_one_if_free<'q>(
+        &self,
+        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<Option<sqlx::any::AnyQueryResult>> {
+        let Some(turns) = &self.write_turns else {
+            return Ok(Some(statement.execute(&self.pool).await?));
+        };
+        let Some(turn) = turns.try_take() else {
+            return Ok(None);
+        };
+        let mut tx = self.begin_write_in(Some(turn)).await?;
+        let result = statement.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Some(result))
+    }
+
+    /// A write transaction holding `turn` (SQLite) or none (PostgreSQL).
+    async fn begin_write_in(&self, turn: Option<write::WriteTurn>) -> Result<Tx> {
         let tx = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.pool.begin().await?,
@@ -230,6 +273,11 @@ impl Db {
     /// now and then, so that the WAL stays small between the automatic checkpoints.
     pub async fn checkpoint(&self) -> Result<()> {
         if self.backend == Backend::Sqlite {
+            // In the write turn, as every write: it takes SQLite's writer lock.
+            let _turn = match &self.write_turns {
+                Some(turns) => Some(turns.take().await?),
+                None => None,
+            };
             sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
                 .execute(&self.pool)
                 .await?;

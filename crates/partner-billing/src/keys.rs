@@ -429,7 +429,9 @@ pub(crate) async fn record_use(
         .bind(now)
         .bind(row_id)
         .bind(now - LAST_USED_GRANULARITY_SECONDS);
-    store.write_one(statement).await?;
+    // Bookkeeping, not worth a wait: skipped while another write holds SQLite's turn (the next
+    // use within the minute tries again).
+    store.write_one_if_free(statement).await?;
     Ok(())
 }
 

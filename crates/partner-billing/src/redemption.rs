@@ -143,7 +143,6 @@ pub async fn redeem_promo_code(
 /// What a redemption needs to know about a code, read inside its transaction.
 #[derive(sqlx::FromRow)]
 struct CodeRow {
-    batch_row_id: i64,
     redemptions_per_code: i64,
     codes_expire_utc: i64,
     account_id: i64,
@@ -158,7 +157,7 @@ struct CodeRow {
 
 async fn find_code(tx: &mut Tx, code_hash: &str) -> Result<CodeRow> {
     sqlx::query_as(
-        "SELECT c.batch_row_id, b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
+        "SELECT b.redemptions_per_code, b.codes_expire_utc, b.account_id, b.batch_id, \
          a.client_id, p.id AS plan_id, p.slug AS plan_slug, p.duration_days, \
          COALESCE(b.voided_utc, c.voided_utc) AS voided_utc \
          FROM promo_codes c JOIN promo_batches b ON b.id = c.batch_row_id \
@@ -303,11 +302,6 @@ async fn grant_license(
             e.into()
         }
     })?;
-    // The batch's count of redemptions, which its lists show.
-    sqlx::query("UPDATE promo_batches SET redeemed = redeemed + 1 WHERE id = $1")
-        .bind(code.batch_row_id)
-        .execute(&mut **tx)
-        .await?;
     crate::events::record(
         store,
         tx,

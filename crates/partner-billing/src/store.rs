@@ -167,20 +167,21 @@ impl Store {
         self.db.begin_write().await
     }
 
-    /// Runs one write statement in a write transaction of its own, as every write must run:
-    /// on SQLite it then waits for this process's write turn holding no connection. Sent on a
-    /// pooled connection instead, it would wait for SQLite's lock holding that connection, and
-    /// enough such waits leave the writer that holds the lock no connection for its next read:
-    /// every request stalls until the busy timeout (found under load: `last_used_utc` updates
-    /// beside promo batches, answered 500 and 503 after 30 s). The statement's result.
+    /// Runs one write statement as every write must run (see [`Db::write_one`]).
     pub(crate) async fn write_one<'q>(
         &self,
         statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
     ) -> Result<sqlx::any::AnyQueryResult> {
-        let mut tx = self.begin_write().await?;
-        let result = statement.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(result)
+        self.db.write_one(statement).await
+    }
+
+    /// Runs one write statement that may be skipped rather than wait (see
+    /// [`Db::write_one_if_free`]).
+    pub(crate) async fn write_one_if_free<'q>(
+        &self,
+        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<Option<sqlx::any::AnyQueryResult>> {
+        self.db.write_one_if_free(statement).await
     }
 
     /// Moves the SQLite WAL into the database and truncates it (see [`Db::checkpoint`]).

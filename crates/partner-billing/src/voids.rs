@@ -130,7 +130,10 @@ pub async fn void_codes(
             (code, hash)
         })
         .collect();
-    let hashes: Vec<&str> = hashed.iter().filter_map(|(_, h)| h.as_deref()).collect();
+    // Sorted and once each: concurrent voids of overlapping codes lock their rows in one order.
+    let mut hashes: Vec<&str> = hashed.iter().filter_map(|(_, h)| h.as_deref()).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
     let set = dialect::json_text_elements(store.backend(), 2);
     let own_codes = format!(
         "c.code_hash IN {set} AND c.batch_row_id IN (SELECT id FROM promo_batches WHERE account_id = $1)"

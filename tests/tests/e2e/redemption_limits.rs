@@ -12,6 +12,7 @@ both_databases!(
     same_login_twice_is_already_redeemed,
     failed_attempts_are_limited_per_login,
     failed_attempts_are_limited_per_operator_token,
+    concurrent_guesses_for_one_login_never_pass_the_limit,
 );
 
 /// A reseller with 50 units of `pro` (30-day licenses, the given promo policy) and a token.
@@ -225,5 +226,48 @@ async fn failed_attempts_are_limited_per_operator_token(db: Db) {
         .redeem(&other_token, &codes[0], &logins[100], "support-valid")
         .await;
     assert_eq!(response.status(), 200);
+    app.stop().await;
+}
+
+/// Thirty wrong codes for one login at once, over two replicas: at most ten are tried (404),
+/// every other is refused (429). Each attempt is committed before it is counted, so of two
+/// concurrent attempts the later count sees the other.
+async fn concurrent_guesses_for_one_login_never_pass_the_limit(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let replica = app.replica().await;
+    let (_r, token) = setup(&app, None, None).await;
+    app.user("alice").await;
+    let guesses: Vec<_> = (0..30)
+        .map(|i| {
+            let server = if i % 2 == 0 { &app } else { &replica };
+            let request = server
+                .product(
+                    reqwest::Method::POST,
+                    partner_billing_tests::product::REDEMPTIONS,
+                    &token,
+                )
+                .json(&serde_json::json!({
+                    "code": format!("ZZZZ-ZZZZ-ZZZZ-{i:04}"),
+                    "login": "alice",
+                    "idempotencyKey": format!("concurrent-guess-{i:04}"),
+                }))
+                .send();
+            tokio::spawn(request)
+        })
+        .collect();
+    let mut tried = 0;
+    for guess in guesses {
+        match guess.await.unwrap().unwrap().status().as_u16() {
+            404 => tried += 1,
+            429 => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(
+        tried <= 10,
+        "{tried} guesses were tried, past the limit of ten"
+    );
+    assert!(tried >= 1, "some guess is tried");
+    replica.stop().await;
     app.stop().await;
 }

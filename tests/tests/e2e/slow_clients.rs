@@ -18,6 +18,7 @@ both_databases!(
     stalled_bodies_and_idle_connections_are_closed,
     max_connections_bounds_open_connections,
     an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off,
+    blank_lines_then_silence_are_closed,
 );
 
 const LIMITS: Limits = Limits {
@@ -266,5 +267,16 @@ async fn an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off(db: Db) 
         .unwrap()
         .expect("answered, the connection not closed");
     assert_eq!(response.status(), 200);
+    server.stop().await;
+}
+
+/// Blank lines before a request start no request: a client that sends only them and then
+/// nothing is closed at the header limit, like any other silent one.
+async fn blank_lines_then_silence_are_closed(db: Db) {
+    let server = Server::start(&db, 4096).await;
+    let mut blank = server.stalled(b"\r\n\r\n\r\n").await;
+    let answer = closed_within(&mut blank, LIMITS.headers + Duration::from_secs(10)).await;
+    assert!(answer.is_empty(), "nothing is answered to blank lines");
+    assert_eq!(server.health().await, 200);
     server.stop().await;
 }

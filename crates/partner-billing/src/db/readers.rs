@@ -6,8 +6,10 @@
 //! doubles its database work: measured on PostgreSQL, a balances read reached a third of the raw
 //! statements' pace (docs/performance.md, "Reads"). A [`Reader`] takes a connection from the pool
 //! once and keeps it: handed from read to read without a ping, pinged only after it sat idle (as
-//! the pool's own connections are), and given back to the pool (which then pings or closes it)
-//! when a read fails in a way that may have left it unusable, or was cancelled midway.
+//! the pool's own connections are), retired after [`KEEP_FOR`] (so it meets the pool's own
+//! lifetime rules again), and closed when a read fails in a way that may have left it unusable
+//! or was cancelled midway. Taking one (the wait for a slot, a ping, a new connection) is
+//! bounded as a whole by the pool's acquire timeout.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,9 +42,20 @@ struct Inner {
 
 #[derive(Debug)]
 struct Idle {
-    conn: PoolConnection<Any>,
+    conn: Kept,
     since: Instant,
 }
+
+/// A kept connection and when it was taken from the pool.
+#[derive(Debug)]
+struct Kept {
+    conn: PoolConnection<Any>,
+    taken: Instant,
+}
+
+/// How long a connection is kept before it goes back to the pool (which then applies its own
+/// lifetime and idle rules), however busy it is.
+const KEEP_FOR: Duration = Duration::from_secs(600);
 
 impl Readers {
     /// Up to `count` connections of `pool`, kept once taken; reads wait for one as the pool's
@@ -66,33 +79,43 @@ impl Readers {
     }
 
     /// A connection for one read: a kept one (pinged first if it sat idle), else a new one from
-    /// the pool. Waits as long as the pool would before answering 503.
+    /// the pool. Waits, all in all, as long as the pool would before answering 503.
     pub(crate) async fn take(&self) -> Result<Reader> {
-        let permit = tokio::time::timeout(
-            self.inner.acquire_timeout,
-            Arc::clone(&self.inner.permits).acquire_owned(),
-        )
-        .await
-        .map_err(|_| Error::from(sqlx::Error::PoolTimedOut))?
-        .map_err(|_| Error::from(sqlx::Error::PoolClosed))?;
+        tokio::time::timeout(self.inner.acquire_timeout, self.take_unbounded())
+            .await
+            .map_err(|_| Error::from(sqlx::Error::PoolTimedOut))?
+    }
+
+    async fn take_unbounded(&self) -> Result<Reader> {
+        let permit = Arc::clone(&self.inner.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::from(sqlx::Error::PoolClosed))?;
         let idle = self.inner.idle.lock().map_or(None, |mut idle| idle.pop());
-        let conn = match idle {
+        let kept = match idle {
             Some(Idle { conn, since }) if since.elapsed() < self.inner.ping_when_idle_for => conn,
-            Some(Idle { mut conn, .. }) => match conn.ping().await {
+            Some(Idle { mut conn, .. }) => match conn.conn.ping().await {
                 Ok(()) => conn,
-                // Closed by the pool (it pings it again on release and drops it if broken).
                 Err(_) => {
+                    conn.conn.close_on_drop();
                     drop(conn);
-                    self.inner.pool.acquire().await?
+                    self.fresh().await?
                 }
             },
-            None => self.inner.pool.acquire().await?,
+            None => self.fresh().await?,
         };
         Ok(Reader {
-            conn: Some(conn),
+            conn: Some(kept),
             readers: Arc::clone(&self.inner),
             reusable: false,
             _permit: permit,
+        })
+    }
+
+    async fn fresh(&self) -> Result<Kept> {
+        Ok(Kept {
+            conn: self.inner.pool.acquire().await?,
+            taken: Instant::now(),
         })
     }
 }
@@ -117,8 +140,9 @@ impl Drop for Inner {
         if tokio::runtime::Handle::try_current().is_err()
             && let Ok(idle) = self.idle.get_mut()
         {
-            for kept in idle.drain(..) {
-                drop(kept.conn.leak());
+            for idle in idle.drain(..) {
+                // Out of the pool's count without a task; the connection closes as it drops.
+                drop(idle.conn.conn.detach());
             }
         }
     }
@@ -127,7 +151,7 @@ impl Drop for Inner {
 /// One kept connection, lent for a read. Run the read through [`Reader::run`]: a connection
 /// whose read did not finish cleanly goes back to the pool instead of being kept.
 pub struct Reader {
-    conn: Option<PoolConnection<Any>>,
+    conn: Option<Kept>,
     readers: Arc<Inner>,
     /// Set when the last read finished with an answer from the database; a reader dropped
     /// without one (an error of the connection, or a cancelled read) is not kept.
@@ -147,7 +171,7 @@ impl Reader {
         let conn = conn
             .as_mut()
             .ok_or_else(|| Error::Internal("reader without a connection".to_owned()))?;
-        let result = read(conn).await;
+        let result = read(&mut conn.conn).await;
         *reusable = keeps_connection(&result);
         Ok(result?)
     }
@@ -155,19 +179,24 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        let Some(conn) = self.conn.take() else {
+        let Some(mut kept) = self.conn.take() else {
             return;
         };
         if !self.reusable {
-            // Back to the pool, which pings it (closing it if broken) on its own task.
-            drop(conn);
+            // Closed, not handed on: a read that failed so, or was cut off, may have left it
+            // in any state (the pool closes it on its own task).
+            kept.conn.close_on_drop();
+            return;
+        }
+        if kept.taken.elapsed() >= KEEP_FOR {
+            // Back to the pool, which pings it and applies its lifetime rules.
             return;
         }
         if let Ok(mut idle) = self.readers.idle.lock()
             && !self.readers.closing.load(Ordering::Relaxed)
         {
             idle.push(Idle {
-                conn,
+                conn: kept,
                 since: Instant::now(),
             });
         }
@@ -175,14 +204,17 @@ impl Drop for Reader {
 }
 
 /// Whether a connection whose read ended so can serve the next one as it is: after an answer,
-/// or an error the database reported about the statement itself. A lost or broken connection,
-/// or a database going away (SQLSTATE class 08, 57P0x), is not kept.
+/// or an error the database reported about the statement alone (data, constraint, transaction
+/// rollback, syntax or access: SQLSTATE classes 22, 23, 40, 42). Anything else, a lost
+/// connection, a database going away, a session-level error, closes it.
 fn keeps_connection<T>(result: &sqlx::Result<T>) -> bool {
     match result {
         Ok(_) | Err(sqlx::Error::RowNotFound) => true,
-        Err(sqlx::Error::Database(db)) => !db
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        Err(sqlx::Error::Database(db)) => db.code().is_some_and(|code| {
+            ["22", "23", "40", "42"]
+                .iter()
+                .any(|class| code.starts_with(class))
+        }),
         Err(_) => false,
     }
 }

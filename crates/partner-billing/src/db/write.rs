@@ -84,6 +84,19 @@ impl WriteTurns {
     }
 }
 
+impl WriteTurns {
+    /// The turn if it is free now; `None` if another write holds it.
+    pub(crate) fn try_take(&self) -> Option<WriteTurn> {
+        Arc::clone(&self.turns)
+            .try_acquire_owned()
+            .ok()
+            .map(|permit| WriteTurn {
+                _permit: permit,
+                wal: self.wal.clone(),
+            })
+    }
+}
+
 /// The process's write turn, held by one write transaction until it ends.
 #[derive(Debug)]
 pub(crate) struct WriteTurn {

@@ -1,9 +1,9 @@
 //! The guessing limit: at most [`REDEMPTION_FAILURES_PER_LOGIN`] failed redemptions per login in
 //! its sliding window, counted in the database so that every replica enforces the same limit.
 //!
-//! An attempt is written down *before* it runs, in its own statement, and only then counted:
-//! of two concurrent attempts the later count always sees the other, so concurrency cannot
-//! slip past the limit. A success, or a failure that says nothing about the code (validation,
+//! An attempt is written down *before* it runs and committed, and only then counted (outside
+//! that transaction, so the count reads every committed attempt): of two concurrent attempts
+//! the later count always sees the other, so concurrency cannot slip past the limit. A success, or a failure that says nothing about the code (validation,
 //! a key in progress, the database), takes its row back; a failed guess leaves it standing, even
 //! though its transaction rolled back.
 
@@ -34,7 +34,8 @@ pub(crate) async fn reserve(store: &Store, user_id: UserId) -> Result<Reservatio
         attempts: i64,
         oldest: Option<i64>,
     }
-    // One write transaction: on SQLite it takes the process's write turn like every write.
+    // Written down and committed first (in a write transaction of its own, as every write:
+    // on SQLite it takes the process's write turn), counted after, on committed rows only.
     let mut tx = store.begin_write().await?;
     sqlx::query("DELETE FROM redemption_attempts WHERE user_id = $1 AND attempted_utc <= $2")
         .bind(user_id)
@@ -48,15 +49,15 @@ pub(crate) async fn reserve(store: &Store, user_id: UserId) -> Result<Reservatio
     .bind(now)
     .fetch_one(&mut *tx)
     .await?;
+    tx.commit().await?;
     let Window { attempts, oldest } = sqlx::query_as(
         "SELECT COUNT(*) AS attempts, MIN(attempted_utc) AS oldest FROM redemption_attempts \
          WHERE user_id = $1 AND attempted_utc > $2",
     )
     .bind(user_id)
     .bind(window_start)
-    .fetch_one(&mut *tx)
+    .fetch_one(store.pool())
     .await?;
-    tx.commit().await?;
     if attempts <= MAX_FAILED_ATTEMPTS {
         return Ok(Reservation { row_id });
     }
