@@ -370,7 +370,8 @@ async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
             })
         })
         .collect();
-    wait_until_queued(&app, requests.len()).await;
+    let count = requests.len();
+    wait_for_groups(&app, |waiting, running| waiting + running == count).await;
     blocker.rollback().await.unwrap();
     let mut statuses = (Vec::new(), Vec::new());
     for ((r, _), answer) in requests.iter().zip(answers) {
@@ -430,20 +431,23 @@ async fn a_failure_inside_a_group_fails_every_request_of_it(db: Db) {
         .unwrap();
     assert_eq!(used.status(), 200);
     let blocker = hold_the_license_lock(&app).await;
-    let answers: Vec<_> = bodies
-        .iter()
-        .map(|body| {
-            let request = app.partner(Method::POST, LICENSES, &r).json(body);
-            tokio::spawn(async move {
-                let response = request.send().await.unwrap();
-                (
-                    response.status().as_u16(),
-                    response.json::<Value>().await.unwrap(),
-                )
-            })
+    let send = |body: &Value| {
+        let request = app.partner(Method::POST, LICENSES, &r).json(body);
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
         })
-        .collect();
-    wait_until_queued(&app, bodies.len()).await;
+    };
+    // The first inside a group held at its first statement, then the rest queued behind it
+    // (sent together, they could all be taken by one group).
+    let mut answers = vec![send(&bodies[0])];
+    wait_for_groups(&app, |waiting, running| (waiting, running) == (0, 1)).await;
+    answers.extend(bodies[1..].iter().map(send));
+    let behind = bodies.len() - 1;
+    wait_for_groups(&app, |waiting, running| (waiting, running) == (behind, 1)).await;
     // Two transactions: the blocked one, and the next for all that queued behind it. One
     // fault each fails the first write of each; every request of both must fail with it.
     app.store.inject_fault(FaultPoint::LicenseWrite);
@@ -493,17 +497,18 @@ async fn hold_the_license_lock(app: &TestApp) -> partner_billing::store::Tx {
     blocker
 }
 
-/// Waits until `count` license requests are queued for, or inside, a group transaction.
-async fn wait_until_queued(app: &TestApp, count: usize) {
+/// Waits until the license groups' counts — requests waiting for a group transaction,
+/// requests inside a running one — satisfy `reached`.
+async fn wait_for_groups(app: &TestApp, reached: impl Fn(usize, usize) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (waiting, running, _) = app.store.license_group_stats();
-        if waiting + running == count {
+        if reached(waiting, running) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "the requests queue for the group"
+            "the requests queue for the group ({waiting} waiting, {running} running)"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -1,5 +1,7 @@
 //! A reseller with an API key and a plan, as most core tests start.
 
+use std::time::{Duration, Instant};
+
 use partner_billing::accounts::create_reseller;
 use partner_billing::domain::{ClientId, IdempotencyKey, Password, PlanSlug, Secret};
 use partner_billing::keys::{PartnerAccount, authenticate_api_key, create_api_key};
@@ -84,4 +86,23 @@ pub async fn reseller(store: &Store, units: i64) -> Reseller {
     .await
     .unwrap();
     Reseller { account, client_id }
+}
+
+/// Waits until the license groups hold exactly `waiting` requests queued for a group
+/// transaction and `running` inside one. A request is queued before its lane's committer
+/// takes it, so "one running" is what says a group has begun.
+pub async fn wait_for_groups(store: &Store, waiting: usize, running: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (now_waiting, now_running, _) = store.license_group_stats();
+        if (now_waiting, now_running) == (waiting, running) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the license groups reach {waiting} waiting, {running} running \
+             (now {now_waiting}, {now_running})"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

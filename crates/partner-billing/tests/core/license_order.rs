@@ -2,8 +2,6 @@
 //! request alone in its group) and in groups of many: every way gives the same answers, in
 //! the one order of checks — the key, then the plan, then the balance and the login.
 
-use std::time::{Duration, Instant};
-
 use partner_billing::Result;
 use partner_billing::domain::{Login, PlanSlug};
 use partner_billing::idempotency::Outcome;
@@ -13,7 +11,7 @@ use partner_billing::quota::balances;
 use partner_billing::store::{Backend, Store};
 use partner_billing::wire::License;
 
-use crate::fixture::{Reseller, key, reseller};
+use crate::fixture::{Reseller, key, reseller, wait_for_groups};
 
 /// Which account a case's request is made with.
 #[derive(Debug, Clone, Copy)]
@@ -222,21 +220,6 @@ async fn the_table_one_request_at_a_time(store: Store) {
     one_at_a_time(&store.clone().with_group_commit(false), "group commit off").await;
 }
 
-/// Waits until `count` license requests are queued for, or inside, a group transaction.
-async fn wait_until_queued(store: &Store, count: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while {
-        let (waiting, running, _) = store.license_group_stats();
-        waiting + running != count
-    } {
-        assert!(
-            Instant::now() < deadline,
-            "the requests queue for the group"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// The table's requests in as few groups as can hold them: one request per key at a time (a
 /// second request with a key already in flight is in progress in this process before it
 /// reaches a group), each group one transaction of several requests.
@@ -273,7 +256,7 @@ async fn one_group(
         let request = request("pro", "alice", &format!("plug-{round:04}"));
         tokio::spawn(async move { issue_license(&store, &account, request).await })
     };
-    wait_until_queued(store, 1).await;
+    wait_for_groups(store, 0, 1).await;
     let (_, _, transactions_before) = store.license_group_stats();
     let tasks: Vec<_> = cases
         .iter()
@@ -285,7 +268,7 @@ async fn one_group(
             tokio::spawn(async move { issue_license(&store, &account, request).await })
         })
         .collect();
-    wait_until_queued(store, 1 + cases.len()).await;
+    wait_for_groups(store, cases.len(), 1).await;
     blocker.rollback().await.unwrap();
     assert!(!plug.await.unwrap().expect("the plug is issued").replayed);
     let mut results = Vec::new();

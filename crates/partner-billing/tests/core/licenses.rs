@@ -1,5 +1,3 @@
-use std::time::{Duration, Instant};
-
 use partner_billing::Error;
 use partner_billing::domain::Login;
 use partner_billing::licenses::{IssueLicense, issue_license};
@@ -7,22 +5,7 @@ use partner_billing::plans::register_user;
 use partner_billing::quota::balances;
 use partner_billing::store::{Backend, Store};
 
-use crate::fixture::{key, plan, reseller};
-
-/// Waits until `count` license requests are queued for, or inside, a group transaction.
-async fn wait_until_queued(store: &Store, count: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while {
-        let (waiting, running, _) = store.license_group_stats();
-        waiting + running != count
-    } {
-        assert!(
-            Instant::now() < deadline,
-            "the requests queue for the group"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+use crate::fixture::{key, plan, reseller, wait_for_groups};
 
 /// A caller that gives up leaves its request queued for the group; its retry with the same key
 /// can join that very group. The group then holds one key twice: the retry is answered "in
@@ -53,15 +36,15 @@ async fn a_retry_queued_beside_its_original_is_in_progress(store: Store) {
     };
     // A first group, held at its first statement; the next requests wait in the queue.
     let plug = spawn("plug-0001");
-    wait_until_queued(&store, 1).await;
+    wait_for_groups(&store, 0, 1).await;
     let original = spawn("twice-001");
-    wait_until_queued(&store, 2).await;
+    wait_for_groups(&store, 1, 1).await;
     // The caller goes away; its request stays queued.
     original.abort();
     let _ = original.await;
     let retry = spawn("twice-001");
     let other = spawn("other-001");
-    wait_until_queued(&store, 4).await;
+    wait_for_groups(&store, 3, 1).await;
     blocker.rollback().await.unwrap();
 
     assert!(
