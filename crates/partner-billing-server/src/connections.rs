@@ -115,7 +115,7 @@ enum Phase {
 /// longest wait (a SQLite write's turn and connection, 30 s each).
 pub const ANSWER_LIMIT: Duration = Duration::from_secs(120);
 
-/// The first line of HTTP/2 with prior knowledge (RFC 9113 §3.4).
+/// The first line of HTTP/2 with prior knowledge (the connection preface of RFC 9113).
 const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 /// Header bytes kept to find the body's length: requests' headers are small; past this, the
