@@ -13,11 +13,11 @@
 # Prints req/s, tx/s and the ratios for each run, and the server's peak RSS.
 #
 # Usage: docs/bench/balances.sh [POSTGRES_ADMIN_URL]  (default postgres://postgres@127.0.0.1:5432/test)
-#        CLIENTS="8 64" SECONDS=10 RUNS=2 BIN=target/release
+#        CLIENTS="8 64" BENCH_SECONDS=10 RUNS=2 BIN=target/release
 set -euo pipefail
 ADMIN_URL=${1:-postgres://postgres@127.0.0.1:5432/test}
 CLIENTS=${CLIENTS:-8 64}
-SECONDS_EACH=${SECONDS:-10}
+SECONDS_EACH=${BENCH_SECONDS:-10}
 RUNS=${RUNS:-2}
 BIN=${BIN:-target/release}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +37,7 @@ export PARTNER_BILLING_MASTER_KEY_FILE="$DIR/master.key"
 (umask 077; head -c 32 /dev/urandom >"$PARTNER_BILLING_MASTER_KEY_FILE")
 PB="$BIN/partner-billing"
 PASSWORD=benchmark-password-1
-$PB admin plan create --slug bench --name Bench >/dev/null
+$PB admin plan create --slug bench --name Bench --duration-days 30 >/dev/null
 $PB admin user add --login alice >/dev/null
 CLIENT=$(printf '%s\n' "$PASSWORD" | $PB admin --json reseller create --name Bench --password-stdin | jq -r .clientId)
 $PB admin quota credit --client-id "$CLIENT" --plan bench --units 1000000000 --reason seed >/dev/null
