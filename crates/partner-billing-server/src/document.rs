@@ -430,6 +430,19 @@ fn bound_parameters(operation: &mut Map<String, Value>) {
         ) {
             set_length(schema, length);
         }
+        // The characters a parameter takes, as the body members of the same name.
+        let pattern = match name.as_str() {
+            "idempotencyKey" => Some("^[!-~]+$"),
+            "planSlug" | "productSlug" => Some("^[a-z0-9._-]+$"),
+            "login" => Some("^[^\\u0000-\\u001F\\u007F-\\u009F]*$"),
+            _ => None,
+        };
+        if let (Some(pattern), Some(schema)) = (
+            pattern,
+            parameter.get_mut("schema").and_then(Value::as_object_mut),
+        ) {
+            schema.insert("pattern".to_owned(), pattern.into());
+        }
         if name == "limit"
             && let Some(schema) = parameter.get_mut("schema").and_then(Value::as_object_mut)
         {
