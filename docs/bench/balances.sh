@@ -72,30 +72,30 @@ esac
 sed -e "s/CLIENT_ID/$CLIENT/" -e "s/SECRET/$SECRET/" "$HERE/balances.lua" >"$DIR/balances.lua"
 sed -e "s/CLIENT_ID/$CLIENT/" -e "s/SECRET/$SECRET/" "$HERE/license-hot.lua" >"$DIR/license-hot.lua"
 echo "raw statements (${RAW:-two}):"; cat "$DIR/raw.sql"
+# One wrk measurement on a freshly started server: SCRIPT, CLIENTS, WARMUP seconds. Sets
+# rps, p50, non2xx and rss (the server's peak RSS in kB).
+measure() {
+  start_server
+  wrk -t2 -c"$2" -d"$3s" -s "$DIR/$1" http://127.0.0.1:$PORT >/dev/null # warm-up
+  local out
+  out=$(wrk -t2 -c"$2" -d"${SECONDS_EACH}s" --latency -s "$DIR/$1" http://127.0.0.1:$PORT)
+  rss=$(awk '/VmHWM/ {print $2}' /proc/$SERVER/status)
+  stop_server
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  non2xx=$(awk '/non2xx/ {print $2}' <<<"$out")
+  p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+}
 for c in $CLIENTS; do
   for run in $(seq "$RUNS"); do
-    start_server
-    wrk -t2 -c"$c" -d5s -s "$DIR/balances.lua" http://127.0.0.1:$PORT >/dev/null # warm-up
-    http=$(wrk -t2 -c"$c" -d"${SECONDS_EACH}s" --latency -s "$DIR/balances.lua" http://127.0.0.1:$PORT)
-    rss=$(awk '/VmHWM/ {print $2}' /proc/$SERVER/status)
-    stop_server
-    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$http")
-    non2xx=$(awk '/non2xx/ {print $2}' <<<"$http")
-    p50=$(awk '$1 == "50%" {print $2}' <<<"$http")
+    measure balances.lua "$c" 5
+    read_rps=$rps
     raw=$(pgbench -n -M prepared -c "$c" -j 2 -T "$SECONDS_EACH" -f "$DIR/raw.sql" "$URL" 2>/dev/null)
     tps=$(awk '/^tps/ {print $3}' <<<"$raw")
     lat=$(awk '/latency average/ {print $4}' <<<"$raw")
     printf 'clients %3s run %s: balances HTTP %8.0f req/s (p50 %s, non-2xx %s, peak RSS %s kB) | pgbench %8.0f tx/s (avg %s ms) | ratio %.2f\n' \
       "$c" "$run" "$rps" "$p50" "${non2xx:-0}" "$rss" "$tps" "$lat" "$(echo "$rps / $tps" | bc -l)"
-    start_server
-    wrk -t2 -c"$c" -d2s -s "$DIR/license-hot.lua" http://127.0.0.1:$PORT >/dev/null # warm-up
-    hot=$(wrk -t2 -c"$c" -d"${SECONDS_EACH}s" --latency -s "$DIR/license-hot.lua" http://127.0.0.1:$PORT)
-    hot_rss=$(awk '/VmHWM/ {print $2}' /proc/$SERVER/status)
-    stop_server
-    hot_rps=$(awk '/Requests\/sec/ {print $2}' <<<"$hot")
-    hot_non2xx=$(awk '/non2xx/ {print $2}' <<<"$hot")
-    hot_p50=$(awk '$1 == "50%" {print $2}' <<<"$hot")
+    measure license-hot.lua "$c" 2
     printf 'clients %3s run %s: license-hot HTTP %8.0f req/s (p50 %s, non-2xx %s, peak RSS %s kB) | license-hot / balances %.2f\n' \
-      "$c" "$run" "$hot_rps" "$hot_p50" "${hot_non2xx:-0}" "$hot_rss" "$(echo "$hot_rps / $rps" | bc -l)"
+      "$c" "$run" "$rps" "$p50" "${non2xx:-0}" "$rss" "$(echo "$rps / $read_rps" | bc -l)"
   done
 done
