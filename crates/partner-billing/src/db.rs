@@ -215,11 +215,28 @@ impl Db {
     /// holding no connection meanwhile, then takes the write lock up front (`BEGIN
     /// IMMEDIATE`), so a read never has to upgrade to a write under concurrency.
     pub async fn begin_write(&self) -> Result<Tx> {
-        let turn = match &self.write_turns {
+        let turn = self.take_turn().await?;
+        self.begin_write_in(turn).await
+    }
+
+    /// Waits for this process's write turn (SQLite); none to wait for on PostgreSQL.
+    async fn take_turn(&self) -> Result<Option<write::WriteTurn>> {
+        Ok(match &self.write_turns {
             Some(turns) => Some(turns.take().await?),
             None => None,
-        };
-        self.begin_write_in(turn).await
+        })
+    }
+
+    /// Runs one statement in a write transaction of its own holding `turn`.
+    async fn execute_in_turn<'q>(
+        &self,
+        turn: write::WriteTurn,
+        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<sqlx::any::AnyQueryResult> {
+        let mut tx = self.begin_write_in(Some(turn)).await?;
+        let result = statement.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(result)
     }
 
     /// Runs one write statement as every write must run: on SQLite in a write transaction of
@@ -232,13 +249,10 @@ impl Db {
         &self,
         statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
     ) -> Result<sqlx::any::AnyQueryResult> {
-        if self.write_turns.is_none() {
-            return Ok(statement.execute(&self.pool).await?);
+        match self.take_turn().await? {
+            Some(turn) => self.execute_in_turn(turn, statement).await,
+            None => Ok(statement.execute(&self.pool).await?),
         }
-        let mut tx = self.begin_write().await?;
-        let result = statement.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(result)
     }
 
     /// As [`write_one`](Self::write_one), for a write that may be skipped rather than wait
@@ -254,10 +268,7 @@ impl Db {
         let Some(turn) = turns.try_take() else {
             return Ok(None);
         };
-        let mut tx = self.begin_write_in(Some(turn)).await?;
-        let result = statement.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(Some(result))
+        Ok(Some(self.execute_in_turn(turn, statement).await?))
     }
 
     /// A write transaction holding `turn` (SQLite) or none (PostgreSQL).
@@ -274,10 +285,7 @@ impl Db {
     pub async fn checkpoint(&self) -> Result<()> {
         if self.backend == Backend::Sqlite {
             // In the write turn, as every write: it takes SQLite's writer lock.
-            let _turn = match &self.write_turns {
-                Some(turns) => Some(turns.take().await?),
-                None => None,
-            };
+            let _turn = self.take_turn().await?;
             sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
                 .execute(&self.pool)
                 .await?;
