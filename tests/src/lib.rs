@@ -317,6 +317,18 @@ impl TestApp {
     }
 
     /// Checks every balance against its ledger.
+    /// The whole ledger of the reseller's account, oldest first, as the operator reads it.
+    pub async fn ledger(&self, client_id: &str) -> Vec<partner_billing::quota::LedgerEntry> {
+        use futures_util::TryStreamExt;
+        let client_id = partner_billing::domain::ClientId::parse("clientId", client_id).unwrap();
+        partner_billing::quota::ledger(&self.store, &client_id, None)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    }
+
     pub async fn assert_audit_clean(&self) {
         let report = quota::audit_verify(&self.store).await.expect("audit");
         assert!(

@@ -1,9 +1,10 @@
 //! How results are printed: one JSON object on stdout with `--json`, short aligned text
 //! otherwise. Errors never come through here (see `main.rs`).
 
-use std::io::Write;
+use std::io::{BufWriter, Write};
 
 use anyhow::{Context, Result};
+use futures_util::{Stream, TryStreamExt};
 use serde::Serialize;
 
 /// The output mode chosen by `--json`.
@@ -38,30 +39,129 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     if rows.is_empty() {
         return "(none)".to_owned();
     }
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let mut widths = Vec::new();
+    widen(&mut widths, headers.iter().copied());
     for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+        widen(&mut widths, row.iter().map(String::as_str));
     }
-    let line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut out = String::new();
-        for (i, (cell, width)) in cells.zip(&widths).enumerate() {
-            if i > 0 {
-                out.push_str("  ");
-            }
-            out.push_str(cell);
-            let pad = width.saturating_sub(cell.chars().count());
-            out.extend(std::iter::repeat_n(' ', pad));
-        }
-        out.trim_end().to_owned()
-    };
-    let mut out = line(&mut headers.iter().copied());
+    let mut out = line(&widths, headers.iter().copied());
     for row in rows {
         out.push('\n');
-        out.push_str(&line(&mut row.iter().map(String::as_str)));
+        out.push_str(&line(&widths, row.iter().map(String::as_str)));
     }
     out
+}
+
+/// Widens `widths` to fit `cells`.
+fn widen<'a>(widths: &mut Vec<usize>, cells: impl Iterator<Item = &'a str>) {
+    for (i, cell) in cells.enumerate() {
+        let count = cell.chars().count();
+        match widths.get_mut(i) {
+            Some(width) => *width = (*width).max(count),
+            None => widths.push(count),
+        }
+    }
+}
+
+/// One row of a table, each cell padded to its column's width, two spaces apart.
+fn line<'a>(widths: &[usize], cells: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, (cell, width)) in cells.zip(widths).enumerate() {
+        if i > 0 {
+            out.push_str("  ");
+        }
+        out.push_str(cell);
+        let pad = width.saturating_sub(cell.chars().count());
+        out.extend(std::iter::repeat_n(' ', pad));
+    }
+    out.trim_end().to_owned()
+}
+
+/// How many rows a streamed table measures before it prints them.
+const STREAMED_TABLE_CHUNK: usize = 500;
+
+impl Output {
+    /// Prints a list as it is read, so that memory does not grow with its length: with
+    /// `--json` one object, `head` with `field` set to the items, written item by item;
+    /// otherwise a table (see [`table`]) whose columns are measured `STREAMED_TABLE_CHUNK`
+    /// rows at a time and only ever widen. A failure part-way stops the output there.
+    pub async fn emit_stream<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        head: serde_json::Value,
+        field: &str,
+        headers: &[&str],
+        items: impl Stream<Item = Result<T, E>>,
+        row: impl Fn(&T) -> Vec<String>,
+    ) -> Result<()> {
+        let mut stdout = BufWriter::new(std::io::stdout());
+        self.write_stream(&mut stdout, head, field, headers, items, row)
+            .await?;
+        stdout.flush().context("cannot write to stdout")
+    }
+
+    async fn write_stream<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        stdout: &mut impl Write,
+        head: serde_json::Value,
+        field: &str,
+        headers: &[&str],
+        items: impl Stream<Item = Result<T, E>>,
+        row: impl Fn(&T) -> Vec<String>,
+    ) -> Result<()> {
+        let mut items = std::pin::pin!(items);
+        if self.json {
+            let head = serde_json::to_string(&head).context("cannot encode the result as JSON")?;
+            let open = head
+                .strip_suffix('}')
+                .context("the head is not a JSON object")?;
+            let comma = if open == "{" { "" } else { "," };
+            write!(stdout, "{open}{comma}{}:[", serde_json::to_string(field)?)?;
+            let mut first = true;
+            while let Some(item) = items.try_next().await? {
+                if !first {
+                    stdout.write_all(b",")?;
+                }
+                first = false;
+                serde_json::to_writer(&mut *stdout, &item)
+                    .context("cannot encode the result as JSON")?;
+            }
+            writeln!(stdout, "]}}")?;
+        } else {
+            let mut widths = Vec::new();
+            widen(&mut widths, headers.iter().copied());
+            let mut chunk: Vec<Vec<String>> = Vec::with_capacity(STREAMED_TABLE_CHUNK);
+            let mut printed_header = false;
+            loop {
+                let next = items.try_next().await?;
+                if let Some(item) = &next {
+                    chunk.push(row(item));
+                }
+                if chunk.len() == STREAMED_TABLE_CHUNK || (next.is_none() && !chunk.is_empty()) {
+                    for cells in &chunk {
+                        widen(&mut widths, cells.iter().map(String::as_str));
+                    }
+                    if !printed_header {
+                        writeln!(stdout, "{}", line(&widths, headers.iter().copied()))?;
+                        printed_header = true;
+                    }
+                    for cells in chunk.drain(..) {
+                        writeln!(
+                            stdout,
+                            "{}",
+                            line(&widths, cells.iter().map(String::as_str))
+                        )?;
+                    }
+                }
+                if next.is_none() {
+                    break;
+                }
+            }
+            if !printed_header {
+                writeln!(stdout, "(none)")?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `key: value` lines with the values aligned.
@@ -105,6 +205,69 @@ mod tests {
         assert_eq!(utc(1_714_564_800), "2024-05-01T12:00:00Z");
         assert_eq!(utc(-1), "1969-12-31T23:59:59Z");
         assert_eq!(utc(253_402_300_800), "253402300800", "year 10000");
+    }
+
+    /// Runs `write_stream` over `items` and returns what it printed.
+    fn streamed(json: bool, items: Vec<Result<(String, i64), std::io::Error>>) -> String {
+        let mut printed = Vec::new();
+        let output = Output { json };
+        let write = output.write_stream(
+            &mut printed,
+            serde_json::json!({ "clientId": "c" }),
+            "entries",
+            &["NAME", "N"],
+            futures_util::stream::iter(items),
+            |(name, n)| vec![name.clone(), n.to_string()],
+        );
+        let outcome = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(write);
+        let printed = String::from_utf8(printed).unwrap();
+        match outcome {
+            Ok(()) => printed,
+            Err(error) => format!("{printed}<error: {error}>"),
+        }
+    }
+
+    #[test]
+    fn streams_a_list_as_one_json_object() {
+        let items = vec![Ok(("a".to_owned(), 1)), Ok(("b".to_owned(), 2))];
+        assert_eq!(
+            streamed(true, items),
+            "{\"clientId\":\"c\",\"entries\":[[\"a\",1],[\"b\",2]]}\n"
+        );
+        assert_eq!(
+            streamed(true, vec![]),
+            "{\"clientId\":\"c\",\"entries\":[]}\n"
+        );
+    }
+
+    #[test]
+    fn streams_a_table_a_chunk_at_a_time() {
+        assert_eq!(streamed(false, vec![]), "(none)\n");
+        // The first chunk is measured whole; a wider cell later widens the columns from
+        // its chunk on, and the header is printed once.
+        let mut items: Vec<_> = (0..STREAMED_TABLE_CHUNK)
+            .map(|i| Ok(("a".to_owned(), i64::try_from(i).unwrap())))
+            .collect();
+        items.push(Ok(("wider".to_owned(), 7)));
+        let printed = streamed(false, items);
+        let lines: Vec<&str> = printed.lines().collect();
+        assert_eq!(lines.len(), STREAMED_TABLE_CHUNK + 2);
+        assert_eq!(lines[0], "NAME  N");
+        assert_eq!(lines[1], "a     0");
+        assert_eq!(lines[STREAMED_TABLE_CHUNK + 1], "wider  7");
+        assert_eq!(printed.matches("NAME").count(), 1);
+        // A failure part-way stops the output after what was already read.
+        let failing = vec![
+            Ok(("a".to_owned(), 1)),
+            Err(std::io::Error::other("connection lost")),
+        ];
+        assert_eq!(
+            streamed(true, failing),
+            "{\"clientId\":\"c\",\"entries\":[[\"a\",1]<error: connection lost>"
+        );
     }
 
     #[test]

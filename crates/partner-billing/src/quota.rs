@@ -10,6 +10,7 @@ pub use corrections::{Corrected, Correction, adjust, credit};
 pub use ledger::EntryKind;
 pub(crate) use ledger::{BalanceChange, Charge, GroupDebit, LedgerRow, debit};
 
+use futures_util::stream::{self, Stream, TryStreamExt};
 use serde::Serialize;
 
 use crate::accounts::account_id_of;
@@ -51,23 +52,55 @@ pub async fn balances_for(store: &Store, client_id: &ClientId) -> Result<Balance
     balances(store, account_id).await
 }
 
-/// The ledger of an account, oldest first, optionally for one plan.
+/// How many ledger entries one read of [`ledger`] takes.
+const LEDGER_CHUNK: i64 = 1000;
+
+/// The ledger of an account, oldest first, optionally for one plan, read `LEDGER_CHUNK`
+/// entries at a time (by id, from where the last chunk ended) as the stream is polled: memory
+/// stays flat however long the ledger, and no connection is held between chunks. An unknown
+/// client id fails before the stream starts.
 pub async fn ledger(
     store: &Store,
     client_id: &ClientId,
     plan: Option<&PlanSlug>,
-) -> Result<Vec<LedgerEntry>> {
+) -> Result<impl Stream<Item = Result<LedgerEntry>> + use<>> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        entry_id: i64,
+        #[sqlx(flatten)]
+        entry: LedgerEntry,
+    }
     let account_id = account_id_of(store, client_id).await?;
-    Ok(sqlx::query_as(
-        "SELECT p.slug AS product_slug, l.kind, l.delta, l.balance_after, l.actor, l.reason, \
-         l.reference, l.created_utc \
-         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-         WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) ORDER BY l.id",
-    )
-    .bind(account_id)
-    .bind(plan.map(PlanSlug::as_str))
-    .fetch_all(store.pool())
-    .await?)
+    let store = store.clone();
+    let plan = plan.map(|p| p.as_str().to_owned());
+    Ok(stream::try_unfold(Some(0_i64), move |after| {
+        let store = store.clone();
+        let plan = plan.clone();
+        async move {
+            let Some(after) = after else {
+                return Ok::<_, Error>(None);
+            };
+            let rows: Vec<Row> = sqlx::query_as(
+                "SELECT l.id AS entry_id, p.slug AS product_slug, l.kind, l.delta, \
+                 l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
+                 FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+                 WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) AND l.id > $3 \
+                 ORDER BY l.id LIMIT $4",
+            )
+            .bind(account_id)
+            .bind(plan.as_deref())
+            .bind(after)
+            .bind(LEDGER_CHUNK)
+            .fetch_all(store.pool())
+            .await?;
+            let next = (rows.len() as i64 == LEDGER_CHUNK)
+                .then(|| rows.last().map(|row| row.entry_id))
+                .flatten();
+            let entries = rows.into_iter().map(|row| Ok(row.entry));
+            Ok(Some((stream::iter(entries), next)))
+        }
+    })
+    .try_flatten())
 }
 
 /// A balance that differs from the sum of its ledger.
@@ -91,15 +124,21 @@ pub struct AuditReport {
 /// Compares every balance with the sum of its ledger entries, in one consistent read.
 pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
     let mut tx = store.begin_write().await?;
-    let rows: Vec<Discrepancy> = sqlx::query_as(
-        "SELECT a.client_id, p.slug AS product_slug, b.remaining AS balance, \
+    // Only the discrepancies come back: the check reads every balance, the answer holds
+    // what differs (none, normally), so memory does not grow with the number of balances.
+    let discrepancies: Vec<Discrepancy> = sqlx::query_as(
+        "SELECT d.client_id, d.product_slug, d.balance, d.ledger_sum FROM (\
+         SELECT a.client_id, p.slug AS product_slug, b.remaining AS balance, \
          COALESCE((SELECT CAST(SUM(l.delta) AS BIGINT) FROM ledger_entries l \
                    WHERE l.account_id = b.account_id AND l.plan_id = b.plan_id), 0) AS ledger_sum \
-         FROM balances b JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id \
-         ORDER BY a.client_id, p.slug",
+         FROM balances b JOIN accounts a ON a.id = b.account_id JOIN plans p ON p.id = b.plan_id\
+         ) d WHERE d.balance <> d.ledger_sum ORDER BY d.client_id, d.product_slug",
     )
     .fetch_all(&mut *tx)
     .await?;
+    let balances_checked: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM balances")
+        .fetch_one(&mut *tx)
+        .await?;
     let orphans: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM ledger_entries l WHERE NOT EXISTS \
          (SELECT 1 FROM balances b WHERE b.account_id = l.account_id AND b.plan_id = l.plan_id)",
@@ -107,11 +146,6 @@ pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
     .fetch_one(&mut *tx)
     .await?;
     tx.rollback().await?;
-    let balances_checked = i64::try_from(rows.len()).unwrap_or(i64::MAX);
-    let discrepancies: Vec<Discrepancy> = rows
-        .into_iter()
-        .filter(|row| row.balance != row.ledger_sum)
-        .collect();
     if orphans > 0 {
         return Err(Error::Internal(format!(
             "{orphans} ledger entries have no balance"

@@ -83,13 +83,7 @@ async fn fifty_requests_with_one_key_charge_once_on(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(replay, licenses[0]);
-    let ledger = partner_billing::quota::ledger(
-        &app.store,
-        &partner_billing::domain::ClientId::parse("c", &r.client_id).unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
+    let ledger = app.ledger(&r.client_id).await;
     assert_eq!(ledger.iter().filter(|e| e.kind == "license").count(), 1);
     app.assert_audit_clean().await;
     app.stop().await;
@@ -393,10 +387,7 @@ async fn a_group_across_accounts_charges_each_balance_in_arrival_order(db: Db) {
     assert_eq!(app.balance(&r1, "pro").await, Some(0));
     assert_eq!(app.balance(&r2, "pro").await, Some(3));
     for (r, after) in [(&r1, vec![2, 1, 0]), (&r2, vec![4, 3])] {
-        let client_id = partner_billing::domain::ClientId::parse("clientId", &r.client_id).unwrap();
-        let ledger = partner_billing::quota::ledger(&app.store, &client_id, None)
-            .await
-            .unwrap();
+        let ledger = app.ledger(&r.client_id).await;
         let licenses: Vec<i64> = ledger
             .iter()
             .filter(|e| e.kind == "license")

@@ -74,9 +74,8 @@ impl Operator {
     }
 
     async fn ledger_kinds(&self, app: &TestApp) -> Vec<(String, i64)> {
-        quota::ledger(&app.store, &self.client_id, None)
+        app.ledger(self.client_id.as_str())
             .await
-            .unwrap()
             .into_iter()
             .map(|e| (e.kind, e.delta))
             .collect()
@@ -146,9 +145,7 @@ async fn a_credit_with_a_reference_applies_once_and_the_reference_is_not_reused(
             .unwrap()
             .replayed
     );
-    let entries = quota::ledger(&app.store, &op.client_id, None)
-        .await
-        .unwrap();
+    let entries = app.ledger(op.client_id.as_str()).await;
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].reference.as_deref(), Some("invoice-2026-11"));
     assert!(entries[0].actor.starts_with("cli:"));

@@ -14,7 +14,8 @@ use crate::panel::{get as panel_get, sign_in};
 
 both_databases!(
     no_parameter_or_body_string_takes_a_control_character_to_the_database,
-    a_path_segment_that_is_not_utf8_answers_as_a_malformed_id
+    a_path_segment_that_is_not_utf8_answers_as_a_malformed_id,
+    a_parameter_outside_its_declared_pattern_is_refused_naming_it
 );
 
 /// Percent-encoded values no parameter accepts: NUL alone and inside text, other C0 controls,
@@ -23,6 +24,18 @@ const HOSTILE: [&str; 6] = ["%00", "abc%00def", "%01", "%1F", "%7F", "%C2%9B"];
 
 /// Path segments whose percent-escapes are not UTF-8.
 const NOT_UTF8: [&str; 3] = ["%FF", "%FF%FEabcdefgh", "abc%C3def"];
+
+/// Percent-encoded values that each pattern the document declares refuses, besides the
+/// control characters every parameter refuses (`HOSTILE`). A pattern missing here fails the
+/// test until its refused values are listed.
+const OUTSIDE_PATTERN: [(&str, &[&str]); 3] = [
+    // Visible ASCII: a space, a non-ASCII letter.
+    ("^[!-~]+$", &["with%20space-key", "%C3%A9t%C3%A9-2026-key"]),
+    // Slugs: capitals, a space, a non-ASCII letter.
+    ("^[a-z0-9._-]+$", &["Pro", "pro%20plan", "pr%C3%B6"]),
+    // Logins: anything but control characters, which `HOSTILE` covers.
+    ("^[^\\u0000-\\u001F\\u007F-\\u009F]*$", &[]),
+];
 
 /// Who calls what: an API key for the partner API, an operator token for the product API, a
 /// panel session for the rest.
@@ -78,6 +91,8 @@ struct Operation {
     template: String,
     /// `(name, in)` of each parameter.
     parameters: Vec<(String, String)>,
+    /// `(name, in, pattern)` of each parameter whose schema declares the characters it takes.
+    patterns: Vec<(String, String, String)>,
     has_body: bool,
 }
 
@@ -105,10 +120,23 @@ async fn operations(app: &TestApp) -> Vec<Operation> {
                     )
                 })
                 .collect();
+            let patterns = operation["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| {
+                    Some((
+                        p["name"].as_str()?.to_owned(),
+                        p["in"].as_str()?.to_owned(),
+                        p["schema"]["pattern"].as_str()?.to_owned(),
+                    ))
+                })
+                .collect();
             operations.push(Operation {
                 method: method.to_ascii_uppercase().parse().unwrap(),
                 template: template.clone(),
                 parameters,
+                patterns,
                 has_body: operation.get("requestBody").is_some(),
             });
         }
@@ -381,6 +409,55 @@ async fn no_parameter_or_body_string_takes_a_control_character_to_the_database(d
         }
     }
     assert_none(&failures);
+    app.assert_audit_clean().await;
+    app.stop().await;
+}
+
+/// A value the parameter's declared pattern refuses is answered `400` naming the parameter,
+/// as a problem, and changes nothing.
+async fn a_parameter_outside_its_declared_pattern_is_refused_naming_it(db: Db) {
+    let (app, callers) = set_up(&db).await;
+    let bodies = valid_bodies(&callers.reseller);
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for op in operations(&app).await {
+        let body = bodies.get(format!("{} {}", op.method, op.template).as_str());
+        for (name, place, pattern) in &op.patterns {
+            let Some((_, refused)) = OUTSIDE_PATTERN.iter().find(|(p, _)| p == pattern) else {
+                failures.push(format!(
+                    "{} {}: {name} declares {pattern:?}, which OUTSIDE_PATTERN does not list",
+                    op.method, op.template
+                ));
+                continue;
+            };
+            for value in *refused {
+                let (path, what) = match place.as_str() {
+                    "path" => (
+                        fill(&op.template, Some(name), value),
+                        format!("{} {} with {name}={value}", op.method, op.template),
+                    ),
+                    _ => (
+                        format!("{}?{name}={value}", fill(&op.template, None, "")),
+                        format!("{} {}?{name}={value}", op.method, op.template),
+                    ),
+                };
+                let mut request = callers.request(&app, op.method.clone(), &path);
+                if let Some(body) = body {
+                    request = request.json(body);
+                }
+                let response = request.send().await.unwrap();
+                failures.extend(
+                    check_problem(&what, response, malformed_answer(name))
+                        .await
+                        .err(),
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} requests");
+    assert_none(&failures);
+    assert_eq!(app.balance(&callers.reseller, "pro").await, Some(10));
     app.assert_audit_clean().await;
     app.stop().await;
 }

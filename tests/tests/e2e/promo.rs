@@ -4,8 +4,6 @@
 //! Over 450 lines on purpose: one scenario per rule of promo batches, each spelling out its
 //! requests and the rows it checks.
 
-use partner_billing::domain::ClientId;
-use partner_billing::quota;
 use partner_billing::store::FaultPoint;
 use partner_billing_client::{Credentials, Error, PartnerClient};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases, logs};
@@ -49,16 +47,11 @@ async fn count_rows(app: &TestApp, sql: &str) -> i64 {
 }
 
 async fn ledger_kinds(app: &TestApp, r: &Reseller) -> Vec<String> {
-    quota::ledger(
-        &app.store,
-        &ClientId::parse("c", &r.client_id).unwrap(),
-        None,
-    )
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|e| e.kind)
-    .collect()
+    app.ledger(&r.client_id)
+        .await
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
 }
 
 async fn setup(app: &TestApp, units: i64) -> Reseller {

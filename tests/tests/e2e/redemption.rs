@@ -1,8 +1,6 @@
 //! Promo-code redemption through the product API: the license, replay, no charge, normalised
 //! input, one answer for unknown and malformed codes, and expiry.
 
-use partner_billing::domain::ClientId;
-use partner_billing::quota;
 use partner_billing_client::{Error, ProductClient};
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases, header_shape, logs};
 use serde_json::Value;
@@ -17,8 +15,7 @@ both_databases!(
 );
 
 async fn ledger_kinds(app: &TestApp, r: &Reseller) -> Vec<String> {
-    let client_id = ClientId::parse("c", &r.client_id).unwrap();
-    let entries = quota::ledger(&app.store, &client_id, None).await.unwrap();
+    let entries = app.ledger(&r.client_id).await;
     entries.into_iter().map(|e| e.kind).collect()
 }
 

@@ -10,7 +10,7 @@ use partner_billing::store::Store;
 use serde_json::json;
 
 use crate::args;
-use crate::output::{Output, opt, table, utc};
+use crate::output::{Output, opt, utc};
 
 #[derive(Debug, Subcommand)]
 pub enum QuotaCommand {
@@ -100,39 +100,34 @@ pub async fn run(store: &Store, cmd: QuotaCommand, out: Output) -> Result<()> {
         }
         QuotaCommand::Ledger { client_id, plan } => {
             let entries = quota::ledger(store, &client_id, plan.as_ref()).await?;
-            out.emit(
-                &json!({ "clientId": client_id.as_str(), "entries": entries }),
-                || {
-                    let rows: Vec<Vec<String>> = entries
-                        .iter()
-                        .map(|e| {
-                            vec![
-                                utc(e.created_utc),
-                                e.product_slug.clone(),
-                                e.kind.clone(),
-                                format!("{:+}", e.delta),
-                                e.balance_after.to_string(),
-                                e.actor.clone(),
-                                opt(e.reference.as_deref()),
-                                opt(e.reason.as_deref()),
-                            ]
-                        })
-                        .collect();
-                    table(
-                        &[
-                            "TIME",
-                            "PLAN",
-                            "KIND",
-                            "DELTA",
-                            "BALANCE",
-                            "ACTOR",
-                            "REFERENCE",
-                            "REASON",
-                        ],
-                        &rows,
-                    )
+            out.emit_stream(
+                json!({ "clientId": client_id.as_str() }),
+                "entries",
+                &[
+                    "TIME",
+                    "PLAN",
+                    "KIND",
+                    "DELTA",
+                    "BALANCE",
+                    "ACTOR",
+                    "REFERENCE",
+                    "REASON",
+                ],
+                entries,
+                |e| {
+                    vec![
+                        utc(e.created_utc),
+                        e.product_slug.clone(),
+                        e.kind.clone(),
+                        format!("{:+}", e.delta),
+                        e.balance_after.to_string(),
+                        e.actor.clone(),
+                        opt(e.reference.as_deref()),
+                        opt(e.reason.as_deref()),
+                    ]
                 },
             )
+            .await
         }
     }
 }

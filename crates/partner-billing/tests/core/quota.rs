@@ -1,9 +1,24 @@
+use futures_util::TryStreamExt;
 use partner_billing::Error;
+use partner_billing::domain::{ClientId, PlanSlug};
 use partner_billing::promo::{GeneratePromoBatch, generate_promo_batch};
-use partner_billing::quota::{audit_verify, balances, credit, ledger};
+use partner_billing::quota::{LedgerEntry, audit_verify, balances, credit, ledger};
 use partner_billing::store::Store;
 
-use crate::fixture::{key, plan, reseller};
+use crate::fixture::{account_id, key, plan, reseller};
+
+async fn all_entries(
+    store: &Store,
+    client_id: &ClientId,
+    plan: Option<&PlanSlug>,
+) -> Vec<LedgerEntry> {
+    ledger(store, client_id, plan)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
 
 async fn credit_adds_to_the_balance_and_the_ledger(store: Store) {
     let r = reseller(&store, 10).await;
@@ -25,7 +40,7 @@ async fn credit_adds_to_the_balance_and_the_ledger(store: Store) {
     assert_eq!(shown.balances.len(), 1);
     assert_eq!(shown.balances[0].product_slug, "pro");
     assert_eq!(shown.balances[0].remaining_balance, 15);
-    let entries = ledger(&store, &r.client_id, None).await.unwrap();
+    let entries = all_entries(&store, &r.client_id, None).await;
     let deltas: Vec<(String, i64, i64)> = entries
         .iter()
         .map(|e| (e.kind.clone(), e.delta, e.balance_after))
@@ -69,7 +84,7 @@ async fn a_debit_charges_once_and_never_below_zero(store: Store) {
     assert!(matches!(refused, Error::InsufficientQuota), "{refused:?}");
     let shown = balances(&store, r.account.account_id).await.unwrap();
     assert_eq!(shown.balances[0].remaining_balance, 1);
-    let entries = ledger(&store, &r.client_id, Some(&plan())).await.unwrap();
+    let entries = all_entries(&store, &r.client_id, Some(&plan())).await;
     assert_eq!(entries.len(), 2, "the refused debit wrote no entry");
     assert_eq!(entries[1].kind, "promo_batch");
     assert_eq!(entries[1].delta, -2);
@@ -82,7 +97,48 @@ async fn a_debit_charges_once_and_never_below_zero(store: Store) {
     assert!(audit.discrepancies.is_empty());
 }
 
+/// The ledger is read a chunk at a time: a ledger longer than several chunks comes back
+/// whole, once each, oldest first, and an unknown account fails before anything is read.
+async fn a_long_ledger_streams_whole_and_in_order(store: Store) {
+    const ENTRIES: i64 = 2_345;
+    let r = reseller(&store, 1).await;
+    let id = account_id(&store, &r.client_id).await;
+    // One credit of one unit is already there: add the rest as credits of one unit each.
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < $1) \
+         INSERT INTO ledger_entries (account_id, plan_id, kind, delta, balance_after, actor, \
+         reason, created_utc) \
+         SELECT $2, (SELECT id FROM plans WHERE slug = $3), 'credit', 1, i, 'cli:test', \
+         'bulk', i FROM n",
+    )
+    .bind(ENTRIES)
+    .bind(id)
+    .bind(plan().as_str())
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let entries = all_entries(&store, &r.client_id, None).await;
+    let balances: Vec<i64> = entries.iter().map(|e| e.balance_after).collect();
+    assert_eq!(balances, (1..=ENTRIES).collect::<Vec<_>>());
+    assert_eq!(
+        all_entries(&store, &r.client_id, Some(&plan())).await.len() as i64,
+        ENTRIES
+    );
+    let other = PlanSlug::parse("planSlug", "other").unwrap();
+    assert!(
+        all_entries(&store, &r.client_id, Some(&other))
+            .await
+            .is_empty()
+    );
+    let unknown = ClientId::parse("clientId", "rsc_000000000000000000000000").unwrap();
+    assert!(matches!(
+        ledger(&store, &unknown, None).await.err(),
+        Some(Error::NotFound("reseller"))
+    ));
+}
+
 on_both_databases!(
     credit_adds_to_the_balance_and_the_ledger,
     a_debit_charges_once_and_never_below_zero,
+    a_long_ledger_streams_whole_and_in_order,
 );
