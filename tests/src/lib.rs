@@ -316,7 +316,6 @@ impl TestApp {
         partner_request(&self.http, &self.base_url, method, path, reseller)
     }
 
-    /// Checks every balance against its ledger.
     /// The whole ledger of the reseller's account, oldest first, as the operator reads it.
     pub async fn ledger(&self, client_id: &str) -> Vec<partner_billing::quota::LedgerEntry> {
         use futures_util::TryStreamExt;
@@ -329,6 +328,7 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Checks every balance against its ledger.
     pub async fn assert_audit_clean(&self) {
         let report = quota::audit_verify(&self.store).await.expect("audit");
         assert!(

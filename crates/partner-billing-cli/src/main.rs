@@ -43,7 +43,8 @@ reason, a balance below zero); every failure prints one `error: ` line on stderr
 #[derive(Debug, Parser)]
 #[command(name = "partner-billing", version, propagate_version = true, after_help = AFTER_HELP)]
 struct Cli {
-    /// Print exactly one JSON object on stdout instead of text.
+    /// Print exactly one JSON object on stdout instead of text (a list printed as it is read,
+    /// such as `admin quota ledger`, is cut short if reading it fails part-way; exit 1).
     #[arg(long, global = true)]
     json: bool,
 

@@ -1,5 +1,6 @@
 //! How results are printed: one JSON object on stdout with `--json`, short aligned text
-//! otherwise. Errors never come through here (see `main.rs`).
+//! otherwise. Errors never come through here (see `main.rs`), except part-way through a list
+//! printed as it is read ([`Output::emit_stream`]): what was printed stays, cut short.
 
 use std::io::{BufWriter, Write};
 

@@ -271,6 +271,22 @@ impl Db {
         Ok(Some(self.execute_in_turn(turn, statement).await?))
     }
 
+    /// Begins a read-only transaction whose reads all see the database as of its first one, for
+    /// a read that spans several statements (an export read a chunk at a time, a check that
+    /// compares two sums). PostgreSQL: `REPEATABLE READ READ ONLY` (its default, `READ
+    /// COMMITTED`, takes a new snapshot per statement). SQLite: a deferred transaction, which
+    /// in WAL mode reads one snapshot from its first read on and takes no write lock.
+    pub async fn begin_snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin().await?,
+            Backend::Postgres => {
+                self.pool
+                    .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await?
+            }
+        })
+    }
+
     /// A write transaction holding `turn` (SQLite) or none (PostgreSQL).
     async fn begin_write_in(&self, turn: Option<write::WriteTurn>) -> Result<Tx> {
         let tx = match self.backend {

@@ -56,9 +56,12 @@ pub async fn balances_for(store: &Store, client_id: &ClientId) -> Result<Balance
 const LEDGER_CHUNK: i64 = 1000;
 
 /// The ledger of an account, oldest first, optionally for one plan, read `LEDGER_CHUNK`
-/// entries at a time (by id, from where the last chunk ended) as the stream is polled: memory
-/// stays flat however long the ledger, and no connection is held between chunks. An unknown
-/// client id fails before the stream starts.
+/// entries at a time (by id, from where the last chunk ended) as the stream is polled, so that
+/// memory stays flat however long the ledger. Every chunk is read in one snapshot (see
+/// [`Store::begin_snapshot`]), held on one connection until the stream ends or is dropped: on
+/// PostgreSQL ids are not handed out in commit order, and chunks read in snapshots of their own
+/// could skip an entry committed behind a later one. An unknown client id fails before the
+/// stream starts.
 pub async fn ledger(
     store: &Store,
     client_id: &ClientId,
@@ -71,31 +74,34 @@ pub async fn ledger(
         entry: LedgerEntry,
     }
     let account_id = account_id_of(store, client_id).await?;
-    let store = store.clone();
+    let snapshot = store.begin_snapshot().await?;
     let plan = plan.map(|p| p.as_str().to_owned());
-    Ok(stream::try_unfold(Some(0_i64), move |after| {
-        let store = store.clone();
+    Ok(stream::try_unfold(Some((snapshot, 0_i64)), move |state| {
         let plan = plan.clone();
         async move {
-            let Some(after) = after else {
+            let Some((mut snapshot, after)) = state else {
                 return Ok::<_, Error>(None);
             };
             let rows: Vec<Row> = sqlx::query_as(
                 "SELECT l.id AS entry_id, p.slug AS product_slug, l.kind, l.delta, \
-                 l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
-                 FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-                 WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) AND l.id > $3 \
-                 ORDER BY l.id LIMIT $4",
+                     l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
+                     FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+                     WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) AND l.id > $3 \
+                     ORDER BY l.id LIMIT $4",
             )
             .bind(account_id)
             .bind(plan.as_deref())
             .bind(after)
             .bind(LEDGER_CHUNK)
-            .fetch_all(store.pool())
+            .fetch_all(&mut *snapshot)
             .await?;
-            let next = (rows.len() as i64 == LEDGER_CHUNK)
-                .then(|| rows.last().map(|row| row.entry_id))
-                .flatten();
+            let next = match rows.last() {
+                Some(last) if rows.len() as i64 == LEDGER_CHUNK => Some((snapshot, last.entry_id)),
+                _ => {
+                    snapshot.rollback().await?;
+                    None
+                }
+            };
             let entries = rows.into_iter().map(|row| Ok(row.entry));
             Ok(Some((stream::iter(entries), next)))
         }
@@ -123,7 +129,7 @@ pub struct AuditReport {
 
 /// Compares every balance with the sum of its ledger entries, in one consistent read.
 pub async fn audit_verify(store: &Store) -> Result<AuditReport> {
-    let mut tx = store.begin_write().await?;
+    let mut tx = store.begin_snapshot().await?;
     // Only the discrepancies come back: the check reads every balance, the answer holds
     // what differs (none, normally), so memory does not grow with the number of balances.
     let discrepancies: Vec<Discrepancy> = sqlx::query_as(

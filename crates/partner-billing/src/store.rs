@@ -167,6 +167,11 @@ impl Store {
         self.db.begin_write().await
     }
 
+    /// Begins a read-only transaction that reads one snapshot (see [`Db::begin_snapshot`]).
+    pub async fn begin_snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        self.db.begin_snapshot().await
+    }
+
     /// Runs one write statement as every write must run (see [`Db::write_one`]).
     pub(crate) async fn write_one<'q>(
         &self,

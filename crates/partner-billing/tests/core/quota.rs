@@ -1,6 +1,8 @@
 use futures_util::TryStreamExt;
 use partner_billing::Error;
+use partner_billing::audit::Origin;
 use partner_billing::domain::{ClientId, PlanSlug};
+use partner_billing::plans::{NewPlan, create_plan};
 use partner_billing::promo::{GeneratePromoBatch, generate_promo_batch};
 use partner_billing::quota::{LedgerEntry, audit_verify, balances, credit, ledger};
 use partner_billing::store::Store;
@@ -97,38 +99,57 @@ async fn a_debit_charges_once_and_never_below_zero(store: Store) {
     assert!(audit.discrepancies.is_empty());
 }
 
-/// The ledger is read a chunk at a time: a ledger longer than several chunks comes back
-/// whole, once each, oldest first, and an unknown account fails before anything is read.
-async fn a_long_ledger_streams_whole_and_in_order(store: Store) {
-    const ENTRIES: i64 = 2_345;
-    let r = reseller(&store, 1).await;
-    let id = account_id(&store, &r.client_id).await;
-    // One credit of one unit is already there: add the rest as credits of one unit each.
+/// Adds ledger entries `2..=last` to the reseller's account, one unit each, straight in the
+/// table (no balance behind them: these tests read the ledger, they do not audit it); every
+/// third entry on plan `other`, the rest on [`PLAN`](crate::fixture::PLAN). `balance_after`
+/// holds the entry's number, so the order read back can be checked.
+async fn bulk_entries(store: &Store, client_id: &ClientId, last: i64) {
+    let id = account_id(store, client_id).await;
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < $1) \
          INSERT INTO ledger_entries (account_id, plan_id, kind, delta, balance_after, actor, \
          reason, created_utc) \
-         SELECT $2, (SELECT id FROM plans WHERE slug = $3), 'credit', 1, i, 'cli:test', \
-         'bulk', i FROM n",
+         SELECT $2, (SELECT id FROM plans WHERE slug = CASE WHEN i % 3 = 0 THEN 'other' \
+         ELSE $3 END), 'credit', 1, i, 'cli:test', 'bulk', i FROM n",
     )
-    .bind(ENTRIES)
+    .bind(last)
     .bind(id)
     .bind(plan().as_str())
     .execute(store.pool())
     .await
     .unwrap();
-    let entries = all_entries(&store, &r.client_id, None).await;
-    let balances: Vec<i64> = entries.iter().map(|e| e.balance_after).collect();
-    assert_eq!(balances, (1..=ENTRIES).collect::<Vec<_>>());
-    assert_eq!(
-        all_entries(&store, &r.client_id, Some(&plan())).await.len() as i64,
-        ENTRIES
-    );
+}
+
+async fn other_plan(store: &Store) -> PlanSlug {
     let other = PlanSlug::parse("planSlug", "other").unwrap();
-    assert!(
-        all_entries(&store, &r.client_id, Some(&other))
-            .await
-            .is_empty()
+    let new_plan = NewPlan::new(other.clone(), "Other", Some(30), Some(1), Some(30)).unwrap();
+    create_plan(store, new_plan, &Origin::cli()).await.unwrap();
+    other
+}
+
+/// The ledger is read a chunk at a time: a ledger of several chunks comes back whole, once
+/// each, oldest first, with or without a plan filter (each here a whole number of chunks, so
+/// the read past the last one is tried too), and an unknown account fails before anything is
+/// read.
+async fn a_long_ledger_streams_whole_and_in_order(store: Store) {
+    let r = reseller(&store, 1).await;
+    let other = other_plan(&store).await;
+    bulk_entries(&store, &r.client_id, 3_000).await;
+    let numbers = |entries: Vec<LedgerEntry>| -> Vec<i64> {
+        entries.iter().map(|e| e.balance_after).collect()
+    };
+    let all = all_entries(&store, &r.client_id, None).await;
+    assert_eq!(numbers(all), (1..=3_000).collect::<Vec<_>>());
+    let pro = all_entries(&store, &r.client_id, Some(&plan())).await;
+    assert!(pro.iter().all(|e| e.product_slug == "pro"));
+    assert_eq!(
+        numbers(pro),
+        (1..=3_000).filter(|i| i % 3 != 0).collect::<Vec<_>>()
+    );
+    let others = all_entries(&store, &r.client_id, Some(&other)).await;
+    assert_eq!(
+        numbers(others),
+        (1..=1_000).map(|i| i * 3).collect::<Vec<_>>()
     );
     let unknown = ClientId::parse("clientId", "rsc_000000000000000000000000").unwrap();
     assert!(matches!(
@@ -137,8 +158,41 @@ async fn a_long_ledger_streams_whole_and_in_order(store: Store) {
     ));
 }
 
+/// A ledger read a chunk at a time is one snapshot: an entry committed while it is read is not
+/// in it (chunks read in snapshots of their own would take it, and on PostgreSQL, whose ids are
+/// not handed out in commit order, could skip an entry committed behind a later one).
+async fn a_ledger_read_is_one_snapshot(store: Store) {
+    let r = reseller(&store, 1).await;
+    other_plan(&store).await;
+    bulk_entries(&store, &r.client_id, 1_500).await;
+    let mut entries = std::pin::pin!(ledger(&store, &r.client_id, None).await.unwrap());
+    // The first item comes with the first chunk read.
+    let first = entries.try_next().await.unwrap().unwrap();
+    assert_eq!(first.balance_after, 1);
+    credit(
+        &store,
+        &partner_billing::quota::Correction {
+            client_id: &r.client_id,
+            plan: &plan(),
+            units: 5,
+            reason: "during the read",
+            reference: None,
+        },
+        &Origin::cli(),
+    )
+    .await
+    .unwrap();
+    let rest: Vec<LedgerEntry> = entries.try_collect().await.unwrap();
+    assert_eq!(rest.len(), 1_499);
+    assert!(rest.iter().all(|e| e.reason.as_deref() == Some("bulk")));
+    let after = all_entries(&store, &r.client_id, None).await;
+    assert_eq!(after.len(), 1_501);
+    assert_eq!(after[1_500].reason.as_deref(), Some("during the read"));
+}
+
 on_both_databases!(
     credit_adds_to_the_balance_and_the_ledger,
     a_debit_charges_once_and_never_below_zero,
     a_long_ledger_streams_whole_and_in_order,
+    a_ledger_read_is_one_snapshot,
 );
