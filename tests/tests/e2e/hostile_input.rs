@@ -282,6 +282,37 @@ fn is_problem(response: &Response) -> bool {
         .is_some_and(|v| v.starts_with("application/problem+json"))
 }
 
+/// Sends `op` (with `body`, if it takes one) with the parameter `name` (in `place`) set to the
+/// percent-encoded `value` and every other path parameter well-formed, and checks that it is
+/// answered as a malformed value of that parameter.
+async fn send_parameter(
+    app: &TestApp,
+    callers: &Callers,
+    op: &Operation,
+    body: Option<&Value>,
+    name: &str,
+    place: &str,
+    value: &str,
+) -> Result<(), String> {
+    let (path, what) = match place {
+        "path" => (
+            fill(&op.template, Some(name), value),
+            format!("{} {} with {name}={value}", op.method, op.template),
+        ),
+        "query" => (
+            format!("{}?{name}={value}", fill(&op.template, None, "")),
+            format!("{} {}?{name}={value}", op.method, op.template),
+        ),
+        other => panic!("{name} in {other}: this test sends only paths and queries"),
+    };
+    let mut request = callers.request(app, op.method.clone(), &path);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let response = request.send().await.unwrap();
+    check_problem(&what, response, malformed_answer(name)).await
+}
+
 /// Checks that the answer is the problem `expected`, with a request id.
 async fn check_problem(
     what: &str,
@@ -345,26 +376,8 @@ async fn no_parameter_or_body_string_takes_a_control_character_to_the_database(d
         let body = bodies.get(format!("{} {}", op.method, op.template).as_str());
         for (name, place) in &op.parameters {
             for hostile in HOSTILE {
-                let (path, what) = match place.as_str() {
-                    "path" => (
-                        fill(&op.template, Some(name), hostile),
-                        format!("{} {} with {name}={hostile}", op.method, op.template),
-                    ),
-                    _ => (
-                        format!("{}?{name}={hostile}", fill(&op.template, None, "")),
-                        format!("{} {}?{name}={hostile}", op.method, op.template),
-                    ),
-                };
-                let mut request = callers.request(&app, op.method.clone(), &path);
-                if let Some(body) = body {
-                    request = request.json(body);
-                }
-                let response = request.send().await.unwrap();
-                failures.extend(
-                    check_problem(&what, response, malformed_answer(name))
-                        .await
-                        .err(),
-                );
+                let sent = send_parameter(&app, &callers, op, body, name, place, hostile);
+                failures.extend(sent.await.err());
                 checked += 1;
             }
         }
@@ -431,27 +444,8 @@ async fn a_parameter_outside_its_declared_pattern_is_refused_naming_it(db: Db) {
                 continue;
             };
             for value in *refused {
-                let (path, what) = match place.as_str() {
-                    "path" => (
-                        fill(&op.template, Some(name), value),
-                        format!("{} {} with {name}={value}", op.method, op.template),
-                    ),
-                    "query" => (
-                        format!("{}?{name}={value}", fill(&op.template, None, "")),
-                        format!("{} {}?{name}={value}", op.method, op.template),
-                    ),
-                    other => panic!("{name} in {other}: this test sends only paths and queries"),
-                };
-                let mut request = callers.request(&app, op.method.clone(), &path);
-                if let Some(body) = body {
-                    request = request.json(body);
-                }
-                let response = request.send().await.unwrap();
-                failures.extend(
-                    check_problem(&what, response, malformed_answer(name))
-                        .await
-                        .err(),
-                );
+                let sent = send_parameter(&app, &callers, &op, body, name, place, value);
+                failures.extend(sent.await.err());
                 checked += 1;
             }
         }
