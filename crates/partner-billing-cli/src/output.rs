@@ -2,7 +2,7 @@
 //! otherwise. Errors never come through here (see `main.rs`), except part-way through a list
 //! printed as it is read ([`Output::emit_stream`]): what was printed stays, cut short.
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 
 use anyhow::{Context, Result};
 use futures_util::{Stream, TryStreamExt};
@@ -82,27 +82,13 @@ fn line<'a>(widths: &[usize], cells: impl Iterator<Item = &'a str>) -> String {
 const STREAMED_TABLE_CHUNK: usize = 500;
 
 impl Output {
-    /// Prints a list as it is read, so that memory does not grow with its length: with
+    /// Prints a list to `to` as it is read, so that memory does not grow with its length: with
     /// `--json` one object, `head` with `field` set to the items, written item by item;
     /// otherwise a table (see [`table`]) whose columns are measured `STREAMED_TABLE_CHUNK`
     /// rows at a time and only ever widen. A failure part-way stops the output there.
     pub async fn emit_stream<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
         &self,
-        head: serde_json::Value,
-        field: &str,
-        headers: &[&str],
-        items: impl Stream<Item = Result<T, E>>,
-        row: impl Fn(&T) -> Vec<String>,
-    ) -> Result<()> {
-        let mut stdout = BufWriter::new(std::io::stdout());
-        self.write_stream(&mut stdout, head, field, headers, items, row)
-            .await?;
-        stdout.flush().context("cannot write to stdout")
-    }
-
-    async fn write_stream<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
-        &self,
-        stdout: &mut impl Write,
+        to: &mut impl Write,
         head: serde_json::Value,
         field: &str,
         headers: &[&str],
@@ -116,50 +102,72 @@ impl Output {
                 .strip_suffix('}')
                 .context("the head is not a JSON object")?;
             let comma = if open == "{" { "" } else { "," };
-            write!(stdout, "{open}{comma}{}:[", serde_json::to_string(field)?)?;
+            write!(to, "{open}{comma}{}:[", serde_json::to_string(field)?)?;
             let mut first = true;
             while let Some(item) = items.try_next().await? {
                 if !first {
-                    stdout.write_all(b",")?;
+                    to.write_all(b",")?;
                 }
                 first = false;
-                serde_json::to_writer(&mut *stdout, &item)
+                serde_json::to_writer(&mut *to, &item)
                     .context("cannot encode the result as JSON")?;
             }
-            writeln!(stdout, "]}}")?;
+            writeln!(to, "]}}")?;
         } else {
-            let mut widths = Vec::new();
-            widen(&mut widths, headers.iter().copied());
-            let mut chunk: Vec<Vec<String>> = Vec::with_capacity(STREAMED_TABLE_CHUNK);
-            let mut printed_header = false;
-            loop {
-                let next = items.try_next().await?;
-                if let Some(item) = &next {
-                    chunk.push(row(item));
-                }
-                if chunk.len() == STREAMED_TABLE_CHUNK || (next.is_none() && !chunk.is_empty()) {
-                    for cells in &chunk {
-                        widen(&mut widths, cells.iter().map(String::as_str));
-                    }
-                    if !printed_header {
-                        writeln!(stdout, "{}", line(&widths, headers.iter().copied()))?;
-                        printed_header = true;
-                    }
-                    for cells in chunk.drain(..) {
-                        writeln!(
-                            stdout,
-                            "{}",
-                            line(&widths, cells.iter().map(String::as_str))
-                        )?;
-                    }
-                }
-                if next.is_none() {
-                    break;
+            let mut table = StreamedTable::new(headers);
+            while let Some(item) = items.try_next().await? {
+                table.chunk.push(row(&item));
+                if table.chunk.len() == STREAMED_TABLE_CHUNK {
+                    table.print_chunk(to)?;
                 }
             }
-            if !printed_header {
-                writeln!(stdout, "(none)")?;
+            table.print_chunk(to)?;
+            if !table.printed_header {
+                writeln!(to, "(none)")?;
             }
+        }
+        to.flush().context("cannot write to stdout")
+    }
+}
+
+/// A table printed a chunk of rows at a time, its header once, before the first chunk.
+struct StreamedTable<'h> {
+    headers: &'h [&'h str],
+    widths: Vec<usize>,
+    chunk: Vec<Vec<String>>,
+    printed_header: bool,
+}
+
+impl<'h> StreamedTable<'h> {
+    fn new(headers: &'h [&'h str]) -> Self {
+        let mut widths = Vec::new();
+        widen(&mut widths, headers.iter().copied());
+        Self {
+            headers,
+            widths,
+            chunk: Vec::with_capacity(STREAMED_TABLE_CHUNK),
+            printed_header: false,
+        }
+    }
+
+    /// Widens the columns to fit the chunk and prints it (nothing when it is empty).
+    fn print_chunk(&mut self, to: &mut impl Write) -> std::io::Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        for cells in &self.chunk {
+            widen(&mut self.widths, cells.iter().map(String::as_str));
+        }
+        if !self.printed_header {
+            writeln!(to, "{}", line(&self.widths, self.headers.iter().copied()))?;
+            self.printed_header = true;
+        }
+        for cells in self.chunk.drain(..) {
+            writeln!(
+                to,
+                "{}",
+                line(&self.widths, cells.iter().map(String::as_str))
+            )?;
         }
         Ok(())
     }
@@ -208,11 +216,11 @@ mod tests {
         assert_eq!(utc(253_402_300_800), "253402300800", "year 10000");
     }
 
-    /// Runs `write_stream` over `items` and returns what it printed.
+    /// Runs `emit_stream` over `items` and returns what it printed.
     fn streamed(json: bool, items: Vec<Result<(String, i64), std::io::Error>>) -> String {
         let mut printed = Vec::new();
         let output = Output { json };
-        let write = output.write_stream(
+        let write = output.emit_stream(
             &mut printed,
             serde_json::json!({ "clientId": "c" }),
             "entries",

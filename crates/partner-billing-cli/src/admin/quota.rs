@@ -1,6 +1,8 @@
 //! `partner-billing admin quota …`: crediting and adjusting prepaid quota (idempotent with a
 //! `--reference`), and reading its ledger.
 
+use std::io::BufWriter;
+
 use anyhow::Result;
 use clap::Subcommand;
 use partner_billing::audit::Origin;
@@ -101,6 +103,7 @@ pub async fn run(store: &Store, cmd: QuotaCommand, out: Output) -> Result<()> {
         QuotaCommand::Ledger { client_id, plan } => {
             let entries = quota::ledger(store, &client_id, plan.as_ref()).await?;
             out.emit_stream(
+                &mut BufWriter::new(std::io::stdout()),
                 json!({ "clientId": client_id.as_str() }),
                 "entries",
                 &[
