@@ -35,17 +35,42 @@ impl Db {
     }
 }
 
-/// A fresh, empty database URL for one test: a SQLite file in a directory of its own, or a
-/// scratch PostgreSQL database (left for the next run's clean-up, which drops those older than
-/// two hours).
-pub async fn fresh_database(db: &Db) -> (String, Option<TempDir>) {
+/// A fresh, empty database for one test: its URL, and where it lives (see [`DatabaseHome`]).
+pub async fn fresh_database(db: &Db) -> (String, DatabaseHome) {
+    let dir = TempDir::new();
     match db {
         Db::Sqlite => {
-            let dir = TempDir::new();
             let url = format!("sqlite://{}", dir.path.join("billing.db").display());
-            (url, Some(dir))
+            (url, DatabaseHome { dir, scratch: None })
         }
-        Db::Postgres(url) => (ScratchDatabase::create(url).await.url, None),
+        Db::Postgres(url) => {
+            let scratch = ScratchDatabase::create(url).await;
+            let url = scratch.url.clone();
+            let home = DatabaseHome {
+                dir,
+                scratch: Some(scratch),
+            };
+            (url, home)
+        }
+    }
+}
+
+/// Where a test's database lives: a directory of its own (the SQLite file; on PostgreSQL an
+/// empty one, for a server process to work in) and the scratch PostgreSQL database.
+/// [`remove`](Self::remove) drops the database; one a test leaves (a failed test, say) is
+/// dropped by a later run's clean-up once it is two hours old.
+pub struct DatabaseHome {
+    pub dir: TempDir,
+    scratch: Option<ScratchDatabase>,
+}
+
+impl DatabaseHome {
+    /// Removes the directory and drops the PostgreSQL database, closing whatever connections
+    /// it still has: the test is done with it.
+    pub async fn remove(self) {
+        if let Some(scratch) = self.scratch {
+            scratch.drop_database().await;
+        }
     }
 }
 
@@ -60,7 +85,8 @@ pub struct TestApp {
     master_key: [u8; 32],
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
-    _dir: Option<TempDir>,
+    /// The database, removed by [`stop`](Self::stop); `None` on a replica.
+    home: Option<DatabaseHome>,
 }
 
 /// What [`TestApp::close`] keeps of an app for [`TestApp::reopen`].
@@ -69,7 +95,7 @@ pub struct ClosedApp {
     clock: Clock,
     master_key: [u8; 32],
     group_commit: bool,
-    dir: Option<TempDir>,
+    home: Option<DatabaseHome>,
 }
 
 /// A reseller created by the operator, with one API key.
@@ -85,16 +111,30 @@ impl TestApp {
     /// Boots the server on 127.0.0.1:0 over a fresh database.
     pub async fn spawn(db: &Db) -> Self {
         logs::install();
-        let (database_url, dir) = fresh_database(db).await;
-        Self::boot(database_url, dir, Clock::system(), rand::random(), true).await
+        let (database_url, home) = fresh_database(db).await;
+        Self::boot(
+            database_url,
+            Some(home),
+            Clock::system(),
+            rand::random(),
+            true,
+        )
+        .await
     }
 
     /// As [`spawn`](Self::spawn), with one transaction per license request
     /// (`--group-commit false`).
     pub async fn spawn_without_group_commit(db: &Db) -> Self {
         logs::install();
-        let (database_url, dir) = fresh_database(db).await;
-        Self::boot(database_url, dir, Clock::system(), rand::random(), false).await
+        let (database_url, home) = fresh_database(db).await;
+        Self::boot(
+            database_url,
+            Some(home),
+            Clock::system(),
+            rand::random(),
+            false,
+        )
+        .await
     }
 
     /// A second server over the same database, clock and master key: another replica, with
@@ -112,7 +152,7 @@ impl TestApp {
 
     async fn boot(
         database_url: String,
-        dir: Option<TempDir>,
+        home: Option<DatabaseHome>,
         clock: Clock,
         master_key: [u8; 32],
         group_commit: bool,
@@ -155,7 +195,7 @@ impl TestApp {
             master_key,
             shutdown: Some(tx),
             server: Some(server),
-            _dir: dir,
+            home,
         }
     }
 
@@ -187,7 +227,7 @@ impl TestApp {
             clock: self.store.clock().clone(),
             master_key: self.master_key,
             group_commit: self.store.group_commit(),
-            dir: self._dir.take(),
+            home: self.home.take(),
         };
         self.stop().await;
         closed
@@ -197,7 +237,7 @@ impl TestApp {
     pub async fn reopen(closed: ClosedApp) -> Self {
         Self::boot(
             closed.database_url,
-            closed.dir,
+            closed.home,
             closed.clock,
             closed.master_key,
             closed.group_commit,
@@ -338,7 +378,8 @@ impl TestApp {
         );
     }
 
-    /// Stops the server, draining requests.
+    /// Stops the server, draining requests, and removes its database (stop the replicas
+    /// first: their connections are closed with it).
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -347,6 +388,9 @@ impl TestApp {
             let _ = server.await;
         }
         self.store.close().await;
+        if let Some(home) = self.home.take() {
+            home.remove().await;
+        }
     }
 }
 

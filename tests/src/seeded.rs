@@ -9,13 +9,13 @@ use partner_billing::store::Store;
 use partner_billing::{accounts, quota};
 use serde_json::Value;
 
-use crate::{Db, TempDir, fresh_database, panel_session, write_private};
+use crate::{DatabaseHome, Db, TempDir, fresh_database, panel_session, write_private};
 
 /// The seeded database, and where its server processes run.
 pub struct SeededDatabase {
     /// The database URL.
     pub url: String,
-    _db_dir: Option<TempDir>,
+    home: DatabaseHome,
     /// The working directory of the server processes; holds the master key file.
     pub dir: TempDir,
     /// The master key file (32 random bytes, hex, mode 0600).
@@ -37,7 +37,7 @@ impl SeededDatabase {
     /// Plan `pro`, login `alice`, and reseller `name` with `password`, credited `credit` units
     /// of `pro`.
     pub async fn new(db: &Db, name: &str, password: &str, credit: i64) -> Self {
-        let (url, db_dir) = fresh_database(db).await;
+        let (url, home) = fresh_database(db).await;
         let dir = TempDir::new();
         let key_file = dir.path.join("master.key");
         write_private(
@@ -82,12 +82,17 @@ impl SeededDatabase {
         store.close().await;
         Self {
             url,
-            _db_dir: db_dir,
+            home,
             dir,
             key_file: key_file.display().to_string(),
             client_id: client_id.to_string(),
             password: password.to_owned(),
         }
+    }
+
+    /// Drops the database: every server process over it must have ended.
+    pub async fn remove(self) {
+        self.home.remove().await;
     }
 
     /// The setting that gives a server process this database's master key file.

@@ -62,14 +62,14 @@ impl Cli<'_> {
 }
 
 async fn readme_walkthrough(db: Db) {
-    let (database_url, sqlite_dir) = fresh_database(&db).await;
-    let dir = sqlite_dir.unwrap_or_default();
+    let (database_url, home) = fresh_database(&db).await;
+    let dir = &home.dir;
     let server = ServerProcess::start(&database_url, &dir.path, &[]);
     let base_url = server.base_url.clone();
     let mut cli = Cli {
         database_url: &database_url,
         base_url: &base_url,
-        dir: &dir,
+        dir,
         env: vec![],
     };
     let password = "correct horse battery staple";
@@ -304,7 +304,8 @@ async fn readme_walkthrough(db: Db) {
     assert_eq!(report["discrepancies"][0]["balance"], 5);
     assert_eq!(report["discrepancies"][0]["ledgerSum"], 4);
     store.close().await;
-    cli.env.clear();
+    drop(server);
+    home.remove().await;
 }
 
 /// `webhooks add|list|test|deliveries|remove` and `alerts set`, against the real server
@@ -312,14 +313,14 @@ async fn readme_walkthrough(db: Db) {
 async fn webhooks_and_alerts_with_the_cli(db: Db) {
     use partner_billing_tests::receiver::{Receiver, TEST_WEBHOOK_ENV};
 
-    let (database_url, sqlite_dir) = fresh_database(&db).await;
-    let dir = sqlite_dir.unwrap_or_default();
+    let (database_url, home) = fresh_database(&db).await;
+    let dir = &home.dir;
     let server = ServerProcess::start(&database_url, &dir.path, &TEST_WEBHOOK_ENV);
     let base_url = server.base_url.clone();
     let mut cli = Cli {
         database_url: &database_url,
         base_url: &base_url,
-        dir: &dir,
+        dir,
         env: vec![],
     };
     let password = "correct horse battery staple";
@@ -480,4 +481,6 @@ async fn webhooks_and_alerts_with_the_cli(db: Db) {
         String::from_utf8_lossy(&bad.stderr)
     );
     assert!(String::from_utf8_lossy(&bad.stderr).contains("url"));
+    drop(server);
+    home.remove().await;
 }

@@ -308,6 +308,7 @@ async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
         report.discrepancies
     );
     store.close().await;
+    seeded.remove().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

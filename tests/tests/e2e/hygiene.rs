@@ -8,9 +8,13 @@ use partner_billing_client::{Credentials, PanelClient, PartnerClient, ProductCli
 use partner_billing_tests::{Db, TestApp, both_databases, logs};
 use reqwest::Method;
 use serde_json::{Value, json};
-use sqlx::{AssertSqlSafe, Column, Row};
+use sqlx::{AssertSqlSafe, Column, Connection, Row};
 
-both_databases!(no_secret_in_database_or_log, canaries_never_leak);
+both_databases!(
+    no_secret_in_database_or_log,
+    canaries_never_leak,
+    a_stopped_app_leaves_no_database_behind
+);
 
 /// Every text value of every table, as one string.
 async fn dump(app: &TestApp) -> String {
@@ -318,4 +322,32 @@ async fn canaries_never_leak(db: Db) {
     assert_clean("the database", &dump(&app).await, &canaries);
     app.assert_audit_clean().await;
     app.stop().await;
+}
+
+/// A test's database goes with it: stopping the app removes the SQLite file's directory, or
+/// drops the scratch PostgreSQL database (a full run used to leave about 240 behind).
+async fn a_stopped_app_leaves_no_database_behind(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let url = app.database_url.clone();
+    app.stop().await;
+    match db {
+        Db::Sqlite => {
+            let file = std::path::Path::new(url.trim_start_matches("sqlite://"));
+            let dir = file.parent().expect("the database's directory");
+            assert!(!dir.exists(), "{} is still there", dir.display());
+        }
+        Db::Postgres(server) => {
+            let name = url.rsplit('/').next().expect("a database name");
+            let mut conn = sqlx::PgConnection::connect(&server)
+                .await
+                .expect("PostgreSQL reachable");
+            let left: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
+                    .bind(name)
+                    .fetch_one(&mut conn)
+                    .await
+                    .expect("list databases");
+            assert_eq!(left, 0, "database {name} is still on the server");
+        }
+    }
 }

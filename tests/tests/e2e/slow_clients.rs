@@ -32,7 +32,7 @@ struct Server {
     store: Store,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
-    _dir: Option<partner_billing_tests::TempDir>,
+    home: partner_billing_tests::DatabaseHome,
 }
 
 impl Server {
@@ -41,7 +41,7 @@ impl Server {
     }
 
     async fn start_with(db: &Db, max_connections: usize, limits: Limits) -> Self {
-        let (url, dir) = fresh_database(db).await;
+        let (url, home) = fresh_database(db).await;
         let store = Store::connect(&url, Clock::system())
             .await
             .expect("store")
@@ -66,7 +66,7 @@ impl Server {
             store,
             stop: Some(stop),
             task,
-            _dir: dir,
+            home,
         }
     }
 
@@ -88,11 +88,14 @@ impl Server {
         stream
     }
 
+    /// Stops the server and removes its database.
     async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         let _ = self.task.await;
+        self.store.close().await;
+        self.home.remove().await;
     }
 }
 
