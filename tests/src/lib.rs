@@ -56,9 +56,10 @@ pub async fn fresh_database(db: &Db) -> (String, DatabaseHome) {
 }
 
 /// Where a test's database lives: a directory of its own (the SQLite file; on PostgreSQL an
-/// empty one, for a server process to work in) and the scratch PostgreSQL database.
-/// [`remove`](Self::remove) drops the database; one a test leaves (a failed test, say) is
-/// dropped by a later run's clean-up once it is two hours old.
+/// empty one, for a server process to work in) and the scratch PostgreSQL database. The
+/// database is dropped by [`remove`](Self::remove), or when the home is dropped, except while a
+/// failing test unwinds: that database is kept to look at, and a later run's clean-up drops it
+/// once it is two hours old.
 pub struct DatabaseHome {
     pub dir: TempDir,
     scratch: Option<ScratchDatabase>,
@@ -67,9 +68,27 @@ pub struct DatabaseHome {
 impl DatabaseHome {
     /// Removes the directory and drops the PostgreSQL database, closing whatever connections
     /// it still has: the test is done with it.
-    pub async fn remove(self) {
-        if let Some(scratch) = self.scratch {
+    pub async fn remove(mut self) {
+        if let Some(scratch) = self.scratch.take() {
             scratch.drop_database().await;
+        }
+    }
+}
+
+impl Drop for DatabaseHome {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Some(scratch) = self.scratch.take() {
+            // On a thread and a runtime of its own: a drop cannot wait on the test's runtime.
+            let dropped = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map(|runtime| runtime.block_on(scratch.drop_database()))
+            });
+            let _ = dropped.join();
         }
     }
 }

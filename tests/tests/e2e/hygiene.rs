@@ -13,7 +13,7 @@ use sqlx::{AssertSqlSafe, Column, Connection, Row};
 both_databases!(
     no_secret_in_database_or_log,
     canaries_never_leak,
-    a_stopped_app_leaves_no_database_behind
+    a_finished_app_leaves_no_database_behind
 );
 
 /// Every text value of every table, as one string.
@@ -324,30 +324,36 @@ async fn canaries_never_leak(db: Db) {
     app.stop().await;
 }
 
-/// A test's database goes with it: stopping the app removes the SQLite file's directory, or
-/// drops the scratch PostgreSQL database (a full run used to leave about 240 behind).
-async fn a_stopped_app_leaves_no_database_behind(db: Db) {
-    let app = TestApp::spawn(&db).await;
-    let url = app.database_url.clone();
-    app.stop().await;
-    match db {
-        Db::Sqlite => {
-            let file = std::path::Path::new(url.trim_start_matches("sqlite://"));
-            let dir = file.parent().expect("the database's directory");
-            assert!(!dir.exists(), "{} is still there", dir.display());
-        }
-        Db::Postgres(server) => {
-            let name = url.rsplit('/').next().expect("a database name");
-            let mut conn = sqlx::PgConnection::connect(&server)
-                .await
-                .expect("PostgreSQL reachable");
-            let left: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
-                    .bind(name)
-                    .fetch_one(&mut conn)
+/// A test's database goes with it, whether the test stops its app or drops it: the SQLite
+/// file's directory is removed, the scratch PostgreSQL database dropped (a full run used to
+/// leave about 240 behind).
+async fn a_finished_app_leaves_no_database_behind(db: Db) {
+    let stopped = TestApp::spawn(&db).await;
+    let stopped_url = stopped.database_url.clone();
+    stopped.stop().await;
+    let dropped = TestApp::spawn(&db).await;
+    let dropped_url = dropped.database_url.clone();
+    drop(dropped);
+    for url in [stopped_url, dropped_url] {
+        match &db {
+            Db::Sqlite => {
+                let file = std::path::Path::new(url.trim_start_matches("sqlite://"));
+                let dir = file.parent().expect("the database's directory");
+                assert!(!dir.exists(), "{} is still there", dir.display());
+            }
+            Db::Postgres(server) => {
+                let name = url.rsplit('/').next().expect("a database name");
+                let mut conn = sqlx::PgConnection::connect(server)
                     .await
-                    .expect("list databases");
-            assert_eq!(left, 0, "database {name} is still on the server");
+                    .expect("PostgreSQL reachable");
+                let left: i64 =
+                    sqlx::query_scalar("SELECT COUNT(*) FROM pg_database WHERE datname = $1")
+                        .bind(name)
+                        .fetch_one(&mut conn)
+                        .await
+                        .expect("list databases");
+                assert_eq!(left, 0, "database {name} is still on the server");
+            }
         }
     }
 }
