@@ -129,21 +129,16 @@ pub struct Reseller {
 impl TestApp {
     /// Boots the server on 127.0.0.1:0 over a fresh database.
     pub async fn spawn(db: &Db) -> Self {
-        logs::install();
-        let (database_url, home) = fresh_database(db).await;
-        Self::boot(
-            database_url,
-            Some(home),
-            Clock::system(),
-            rand::random(),
-            true,
-        )
-        .await
+        Self::spawn_fresh(db, true).await
     }
 
     /// As [`spawn`](Self::spawn), with one transaction per license request
     /// (`--group-commit false`).
     pub async fn spawn_without_group_commit(db: &Db) -> Self {
+        Self::spawn_fresh(db, false).await
+    }
+
+    async fn spawn_fresh(db: &Db, group_commit: bool) -> Self {
         logs::install();
         let (database_url, home) = fresh_database(db).await;
         Self::boot(
@@ -151,7 +146,7 @@ impl TestApp {
             Some(home),
             Clock::system(),
             rand::random(),
-            false,
+            group_commit,
         )
         .await
     }
@@ -239,7 +234,8 @@ impl TestApp {
 
     /// Stops this server and closes its connections, keeping the database; [`TestApp::reopen`]
     /// boots a server over it again. What stays between the two (a PostgreSQL database, or
-    /// the SQLite file's directory) is returned.
+    /// the SQLite file's directory) is returned, and goes when it is dropped: keep it while
+    /// the database is still used.
     pub async fn close(mut self) -> ClosedApp {
         let closed = ClosedApp {
             database_url: self.database_url.clone(),

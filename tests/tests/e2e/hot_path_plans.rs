@@ -71,7 +71,8 @@ async fn no_request_scans_a_growing_table_on_a_database_never_analyzed() {
         .expect("reset statistics");
     let app = TestApp::reopen(closed).await;
     every_kind_of_request(&app, &r, &token).await;
-    app.close().await;
+    // Kept to the end: the database goes when it is dropped.
+    let _closed = app.close().await;
     wait_for_no_other_connection(&mut admin).await;
 
     let scanned: Vec<(String, i64)> = sqlx::query_as(
