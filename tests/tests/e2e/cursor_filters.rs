@@ -169,6 +169,7 @@ async fn a_partner_cursor_reads_only_under_its_own_filter(db: Db) {
         .unwrap();
     assert_eq!(daves.len(), 5);
     let mut entries = 0;
+    app.ledger_feed_settled().await;
     let mut query = LedgerQuery {
         product_slug: Some("max".to_owned()),
         limit: Some(1),

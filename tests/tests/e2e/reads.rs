@@ -321,6 +321,7 @@ async fn the_ledger_is_a_change_feed(db: Db) {
         client.issue_license("pro", "alice", None).await.unwrap();
     }
     let (_, _) = app.promo_batch(&r, "max", 2).await;
+    app.ledger_feed_settled().await;
     // From the start: six entries, oldest first, in pages of four.
     let first = ledger_page(&client, Some(start.clone()), 4).await;
     assert_eq!(first.entries.len(), 4);
@@ -356,6 +357,7 @@ async fn the_ledger_is_a_change_feed(db: Db) {
     assert!(!nothing.has_more);
     assert!(!nothing.next_cursor.is_empty());
     client.issue_license("pro", "alice", None).await.unwrap();
+    app.ledger_feed_settled().await;
     let news = ledger_page(&client, Some(kept.clone()), 100).await;
     assert_eq!(news.entries.len(), 1);
     assert_eq!(news.entries[0].kind, "license");
