@@ -116,15 +116,25 @@ impl ScratchDatabase {
         }
     }
 
-    /// Drops the database, closing whatever connections it still has.
+    /// Drops the database, closing whatever connections it still has. A failure is told on
+    /// standard error (the database is then left for a later run's clean-up).
     pub async fn drop_database(self) {
-        if let Ok(mut conn) = PgConnection::connect(&self.admin_url).await {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let dropped = match PgConnection::connect(&self.admin_url).await {
+            Ok(mut conn) => sqlx::query(sqlx::AssertSqlSafe(format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",
                 self.name
             )))
             .execute(&mut conn)
-            .await;
+            .await
+            .map(drop),
+            Err(err) => Err(err),
+        };
+        if let Err(err) = dropped {
+            let _ = writeln!(
+                std::io::stderr(),
+                "scratch database {} not dropped: {err}",
+                self.name
+            );
         }
     }
 }
