@@ -56,23 +56,13 @@ pub async fn fresh_database(db: &Db) -> (String, DatabaseHome) {
 }
 
 /// Where a test's database lives: a directory of its own (the SQLite file; on PostgreSQL an
-/// empty one, for a server process to work in) and the scratch PostgreSQL database. The
-/// database is dropped by [`remove`](Self::remove), or when the home is dropped, except while a
+/// empty one, for a server process to work in) and the scratch PostgreSQL database. Both go
+/// when the home is dropped (drop it after whatever still uses the database), except while a
 /// failing test unwinds: that database is kept to look at, and a later run's clean-up drops it
 /// once it is two hours old.
 pub struct DatabaseHome {
     pub dir: TempDir,
     scratch: Option<ScratchDatabase>,
-}
-
-impl DatabaseHome {
-    /// Removes the directory and drops the PostgreSQL database, closing whatever connections
-    /// it still has: the test is done with it.
-    pub async fn remove(mut self) {
-        if let Some(scratch) = self.scratch.take() {
-            scratch.drop_database().await;
-        }
-    }
 }
 
 impl Drop for DatabaseHome {
@@ -104,7 +94,7 @@ pub struct TestApp {
     master_key: [u8; 32],
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
-    /// The database, removed by [`stop`](Self::stop); `None` on a replica.
+    /// The database, removed with the app (after [`stop`](Self::stop)); `None` on a replica.
     home: Option<DatabaseHome>,
 }
 
@@ -425,9 +415,7 @@ impl TestApp {
             let _ = server.await;
         }
         self.store.close().await;
-        if let Some(home) = self.home.take() {
-            home.remove().await;
-        }
+        // `home` goes with `self`, after the server and its pool.
     }
 }
 

@@ -15,7 +15,7 @@ use crate::{DatabaseHome, Db, TempDir, fresh_database, panel_session, write_priv
 pub struct SeededDatabase {
     /// The database URL.
     pub url: String,
-    home: DatabaseHome,
+    _home: DatabaseHome,
     /// The working directory of the server processes; holds the master key file.
     pub dir: TempDir,
     /// The master key file (32 random bytes, hex, mode 0600).
@@ -82,17 +82,12 @@ impl SeededDatabase {
         store.close().await;
         Self {
             url,
-            home,
+            _home: home,
             dir,
             key_file: key_file.display().to_string(),
             client_id: client_id.to_string(),
             password: password.to_owned(),
         }
-    }
-
-    /// Drops the database: every server process over it must have ended.
-    pub async fn remove(self) {
-        self.home.remove().await;
     }
 
     /// The setting that gives a server process this database's master key file.

@@ -304,8 +304,6 @@ async fn readme_walkthrough(db: Db) {
     assert_eq!(report["discrepancies"][0]["balance"], 5);
     assert_eq!(report["discrepancies"][0]["ledgerSum"], 4);
     store.close().await;
-    drop(server);
-    home.remove().await;
 }
 
 /// `webhooks add|list|test|deliveries|remove` and `alerts set`, against the real server
@@ -481,6 +479,4 @@ async fn webhooks_and_alerts_with_the_cli(db: Db) {
         String::from_utf8_lossy(&bad.stderr)
     );
     assert!(String::from_utf8_lossy(&bad.stderr).contains("url"));
-    drop(server);
-    home.remove().await;
 }

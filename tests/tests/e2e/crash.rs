@@ -308,7 +308,6 @@ async fn crash_run(db: Db, processes: usize, fault: Fault, kills: usize) {
         report.discrepancies
     );
     store.close().await;
-    seeded.remove().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -32,7 +32,7 @@ struct Server {
     store: Store,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
-    home: partner_billing_tests::DatabaseHome,
+    _home: partner_billing_tests::DatabaseHome,
 }
 
 impl Server {
@@ -66,7 +66,7 @@ impl Server {
             store,
             stop: Some(stop),
             task,
-            home,
+            _home: home,
         }
     }
 
@@ -95,7 +95,6 @@ impl Server {
         }
         let _ = self.task.await;
         self.store.close().await;
-        self.home.remove().await;
     }
 }
 

@@ -40,7 +40,7 @@ fn master_key(dir: &TempDir) -> String {
 }
 
 async fn https_answers_with_hsts_and_plain_http_to_the_tls_port_fails(db: Db) {
-    let (url, home) = fresh_database(&db).await;
+    let (url, _home) = fresh_database(&db).await;
     let dir = TempDir::new();
     let (cert_pem, cert, key) = certificate(&dir);
     let key_file = master_key(&dir);
@@ -101,8 +101,6 @@ async fn https_answers_with_hsts_and_plain_http_to_the_tls_port_fails(db: Db) {
             .is_some(),
         "the server logs that it serves HTTPS"
     );
-    drop(server);
-    home.remove().await;
 }
 
 /// Signs in to the panel form of the server at `base_url`; returns the answer.
@@ -120,7 +118,7 @@ async fn sign_in(base_url: &str, client_id: &str, password: &str) -> reqwest::Re
 }
 
 async fn panel_cookies_are_secure_and_hsts_sent_only_for_an_https_public_url(db: Db) {
-    let (url, home) = fresh_database(&db).await;
+    let (url, _home) = fresh_database(&db).await;
     let dir = TempDir::new();
     let key_file = master_key(&dir);
     let key_env = ("PARTNER_BILLING_MASTER_KEY_FILE", key_file.as_str());
@@ -186,8 +184,6 @@ async fn panel_cookies_are_secure_and_hsts_sent_only_for_an_https_public_url(db:
         "max-age=31536000"
     );
     store.close().await;
-    drop((plain, public));
-    home.remove().await;
 }
 
 /// Runs the server with `env`, expecting it to refuse to start; returns its stderr.

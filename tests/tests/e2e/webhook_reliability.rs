@@ -133,7 +133,6 @@ async fn events_pending_at_a_sigkill_are_delivered_after_restart(db: Db) {
     assert_eq!(license_ids(&receiver.received()), licenses);
     assert_eq!(setup.messages("pending").await, 0);
     drop(restarted);
-    setup.seeded.remove().await;
 }
 
 async fn two_server_processes_send_each_event_once(db: Db) {
@@ -160,6 +159,4 @@ async fn two_server_processes_send_each_event_once(db: Db) {
     let ids: BTreeSet<&str> = received.iter().map(|r| r.header("webhook-id")).collect();
     assert_eq!(ids.len(), 30);
     assert_eq!(received.len(), 30, "no event sent twice");
-    drop(servers);
-    setup.seeded.remove().await;
 }
