@@ -376,21 +376,13 @@ impl TestApp {
     /// Waits until the partner API's ledger feed hands out every entry committed so far. On
     /// PostgreSQL the feed holds an entry back while any older transaction of the server runs
     /// (in any database: another test's, say), so that it never skips one committed late; a test
-    /// that counts the feed's entries after its writes waits for this first. SQLite's feed has
-    /// nothing held back.
+    /// that counts the feed's entries after its writes waits for this first.
     pub async fn ledger_feed_settled(&self) {
-        if self.store.backend() == partner_billing::db::Backend::Sqlite {
-            return;
-        }
         receiver::eventually("the ledger feed to settle", || async {
-            let settled: bool = sqlx::query_scalar(
-                "SELECT coalesce(max(commit_xact), -1) \
-                 < pg_snapshot_xmin(pg_current_snapshot())::text::bigint FROM ledger_entries",
-            )
-            .fetch_one(self.store.pool())
-            .await
-            .expect("the feed's horizon");
-            settled.then_some(())
+            partner_billing::reads::ledger_feed_settled(&self.store)
+                .await
+                .expect("the feed's horizon")
+                .then_some(())
         })
         .await;
     }

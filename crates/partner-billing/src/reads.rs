@@ -295,6 +295,22 @@ pub async fn ledger(
     })
 }
 
+/// Whether the ledger feed would hand out every entry committed so far, by the feed's own
+/// condition: on PostgreSQL it holds an entry back while an older writing transaction of the
+/// server still runs. For tests that count the feed's entries after their writes.
+#[doc(hidden)]
+pub async fn ledger_feed_settled(store: &Store) -> Result<bool> {
+    let sql = format!(
+        "SELECT (SELECT COUNT(*) FROM ledger_entries) - \
+         (SELECT COUNT(*) FROM ledger_entries l WHERE true{settled})",
+        settled = dialect::ledger_feed_settled(store.backend()),
+    );
+    let held_back: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(store.pool())
+        .await?;
+    Ok(held_back == 0)
+}
+
 /// At most `limit` rows, and the sort key of the last one when more follow.
 fn split_page<T>(
     mut rows: Vec<T>,
