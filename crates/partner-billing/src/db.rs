@@ -7,6 +7,7 @@
 
 pub mod dialect;
 mod readers;
+mod shared_reads;
 mod write;
 
 use std::path::Path;
@@ -90,6 +91,8 @@ pub struct Db {
     write_turns: Option<WriteTurns>,
     /// Connections kept for one-statement reads, cut from the pool.
     readers: Readers,
+    /// The reads by key waiting for one of them, sent together.
+    shared_reads: std::sync::Arc<shared_reads::SharedReads>,
 }
 
 impl Db {
@@ -180,6 +183,9 @@ impl Db {
             backend,
             write_turns,
             readers,
+            shared_reads: std::sync::Arc::new(shared_reads::SharedReads::new(
+                shared_reads::IN_FLIGHT,
+            )),
         })
     }
 
@@ -198,6 +204,19 @@ impl Db {
     /// handed over or given back. Run the read with [`Reader::run`].
     pub async fn reader(&self) -> Result<Reader> {
         self.readers.take().await
+    }
+
+    /// The rows of `sql` for `key` at time `at`, read in one statement with the other reads of
+    /// `sql` waiting at the same time (see [`shared_reads`]). `sql` reads the JSON array of keys
+    /// in `$2`, the time in `$1`, and names each row's key by its 1-based position in column
+    /// `request`.
+    pub(crate) async fn shared_read(
+        &self,
+        sql: &'static str,
+        key: String,
+        at: i64,
+    ) -> Result<Vec<sqlx::any::AnyRow>> {
+        self.shared_reads.read(&self.readers, sql, key, at).await
     }
 
     /// Whether the database runs writers side by side (PostgreSQL) rather than one at a time

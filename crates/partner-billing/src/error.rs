@@ -100,6 +100,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same error for another caller of one statement run for several (a shared read).
+    pub(crate) fn again(&self) -> Self {
+        match self {
+            Self::Unavailable(e) => {
+                Self::Unavailable(sqlx::Error::Io(std::io::Error::other(e.to_string())))
+            }
+            Self::Internal(message) => Self::Internal(message.clone()),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+
     /// The API error code this maps to; `None` for the empty 401 and operator-only errors
     /// (which the server never produces).
     pub fn code(&self) -> Option<ErrorCode> {

@@ -6,11 +6,13 @@
 //! `expired`, and no longer counted toward the five. Expiry is read from the database on every
 //! request, so it acts on every replica at the same second.
 
+use std::sync::LazyLock;
+
 use subtle::ConstantTimeEq;
 
 use crate::accounts::account_id_of;
 use crate::audit::{Action, Entry, Origin};
-use crate::db::{Tx, dialect};
+use crate::db::{Backend, Tx, dialect};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -288,38 +290,18 @@ pub async fn authenticate_api_key(
     client_id: &str,
     secret: &Secret,
 ) -> Result<PartnerAccount> {
-    let query = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {KEY_COLUMNS} FROM {KEY_WITH_ACCOUNT} WHERE {KEY_BY_SECRET}"
-    )))
-    .bind(store.now_utc())
-    .bind(secret.hash());
-    let mut reader = store.reader().await?;
-    let row: Option<AuthenticatedKeyRow> = reader.run(|c| query.fetch_optional(c)).await?;
-    drop(reader);
-    accept_key(store, row.as_ref(), client_id).await
+    let rows = read_key(store, secret).await?;
+    accept_key(store, rows.first().map(|row| &row.key), client_id).await
 }
 
-/// Verifies an API key and reads its account's balances in the same statement: the balances
-/// request, the most frequent read, costs one round trip to the database instead of two. The
-/// key is checked exactly as [`authenticate_api_key`] checks it.
+/// Verifies an API key and reads its account's balances: the same read as
+/// [`authenticate_api_key`]'s, whose rows carry the balances.
 pub async fn balances_with_api_key(
     store: &Store,
     client_id: &str,
     secret: &Secret,
 ) -> Result<(PartnerAccount, Balances)> {
-    // One row per balance (none: one row with null balance columns), sorted by slug.
-    let query = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {KEY_COLUMNS}, p.slug AS product_slug, b.remaining AS remaining_balance \
-         FROM {KEY_WITH_ACCOUNT} \
-         LEFT JOIN balances b ON b.account_id = k.account_id \
-         LEFT JOIN plans p ON p.id = b.plan_id \
-         WHERE {KEY_BY_SECRET} ORDER BY p.slug"
-    )))
-    .bind(store.now_utc())
-    .bind(secret.hash());
-    let mut reader = store.reader().await?;
-    let rows: Vec<KeyWithBalanceRow> = reader.run(|c| query.fetch_all(c)).await?;
-    drop(reader);
+    let rows = read_key(store, secret).await?;
     let account = accept_key(store, rows.first().map(|row| &row.key), client_id).await?;
     let balances = rows
         .into_iter()
@@ -333,13 +315,50 @@ pub async fn balances_with_api_key(
     Ok((account, Balances { balances }))
 }
 
-/// The columns of [`AuthenticatedKeyRow`], from `api_keys k` joined to `accounts a`.
-const KEY_COLUMNS: &str =
-    "k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id";
-const KEY_WITH_ACCOUNT: &str = "api_keys k JOIN accounts a ON a.id = k.account_id";
-/// An active key by its secret's hash (`$2`), of an account in good standing, at `$1`.
-const KEY_BY_SECRET: &str = "k.secret_hash = $2 AND k.status = 'active' \
-     AND (k.expires_utc IS NULL OR k.expires_utc > $1) AND a.standing = 'good'";
+/// The active key whose secret hashes as `secret`'s, of an account in good standing, with its
+/// account's balances: one row per balance, sorted by slug (a key of an account with no
+/// balance: one row with null balance columns); none for any other secret. Read in one
+/// statement with the other key checks waiting at the same time (`Db::shared_read`).
+async fn read_key(store: &Store, secret: &Secret) -> Result<Vec<KeyWithBalanceRow>> {
+    let rows = store
+        .db()
+        .shared_read(
+            keys_by_secrets(store.backend()),
+            secret.hash(),
+            store.now_utc(),
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(sqlx::FromRow::from_row)
+        .collect::<sqlx::Result<_>>()?)
+}
+
+/// [`read_key`]'s statement for several secrets: their hashes in `$2` (a JSON array), the time
+/// in `$1`; each row names its hash by its 1-based position in `request`.
+fn keys_by_secrets(backend: Backend) -> &'static str {
+    static SQLITE: LazyLock<String> = LazyLock::new(|| keys_by_secrets_sql(Backend::Sqlite));
+    static POSTGRES: LazyLock<String> = LazyLock::new(|| keys_by_secrets_sql(Backend::Postgres));
+    match backend {
+        Backend::Sqlite => &SQLITE,
+        Backend::Postgres => &POSTGRES,
+    }
+}
+
+fn keys_by_secrets_sql(backend: Backend) -> String {
+    format!(
+        "SELECT q.n AS request, k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, \
+         a.client_id, p.slug AS product_slug, b.remaining AS remaining_balance \
+         FROM {secrets} q {key} \
+         JOIN accounts a ON a.id = k.account_id \
+         LEFT JOIN balances b ON b.account_id = k.account_id \
+         LEFT JOIN plans p ON p.id = b.plan_id \
+         WHERE k.status = 'active' AND (k.expires_utc IS NULL OR k.expires_utc > $1) \
+         AND a.standing = 'good' ORDER BY q.n, p.slug",
+        secrets = dialect::numbered_json_texts(backend, 2),
+        key = dialect::join_unique(backend, "api_keys", "k", "secret_hash", "q.value"),
+    )
+}
 
 /// The rest of a key check once its row is read (or not found): the client id must be the
 /// key's own, compared in constant time; the key's use is recorded.

@@ -5,12 +5,14 @@ use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::ClientId;
 use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
 use reqwest::Method;
+use serde_json::{Value, json};
 
 both_databases!(
     last_used_is_written_once_a_minute_and_sessions_last_twelve_hours,
     every_rejection_is_the_same_empty_401,
     revocation_suspension_and_reinstatement_act_on_the_next_request,
-    both_credential_forms_authenticate
+    both_credential_forms_authenticate,
+    concurrent_key_checks_each_answer_their_own_caller
 );
 
 const BALANCES: &str = "/v1/billing/partner/balances";
@@ -335,5 +337,132 @@ async fn last_used_is_written_once_a_minute_and_sessions_last_twelve_hours(db: D
     app.store.clock().advance(10);
     let expired = me(&token).await.unwrap();
     expect_empty_401("an expired panel session", expired).await;
+    app.stop().await;
+}
+
+/// Key checks that arrive together are read together (one statement for the keys queued at
+/// that moment): each caller still gets its own account's answer, and a revoked key, a
+/// suspended account or another account's client id mixed in among valid ones still gets the
+/// empty 401, on reads and on writes.
+async fn concurrent_key_checks_each_answer_their_own_caller(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    // Thirty-day licenses: a login may hold several at once.
+    app.plan_with_days("pro", Some(30)).await;
+    app.user("alice").await;
+    let mut valid = Vec::new();
+    for i in 0..6 {
+        let r = app.reseller().await;
+        // A balance unique to each account: a crossed answer shows.
+        app.credit(&r, "pro", 1000 * (i + 1)).await;
+        valid.push(r);
+    }
+    let revoked = app.reseller().await;
+    app.credit(&revoked, "pro", 50).await;
+    let token = app.session(&revoked.client_id, &revoked.password).await;
+    let status = app
+        .http
+        .delete(app.url(&format!(
+            "/v1/billing/resellers/me/api-keys/{}",
+            revoked.api_key_id
+        )))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    let suspended = app.reseller().await;
+    app.credit(&suspended, "pro", 60).await;
+    accounts::set_standing(
+        &app.store,
+        &ClientId::parse("c", &suspended.client_id).unwrap(),
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    // A valid secret presented with another account's client id.
+    let crossed = partner_billing_tests::Reseller {
+        client_id: valid[1].client_id.clone(),
+        ..valid[0].clone()
+    };
+
+    const ROUNDS: usize = 20;
+    let mut calls = Vec::new();
+    for round in 0..ROUNDS {
+        for (i, r) in valid.iter().enumerate() {
+            let http = app.http.clone();
+            let url = app.base_url.clone();
+            let r = r.clone();
+            // Every other round, a write: the license is charged to the key's own account.
+            let write = round % 2 == 1;
+            calls.push(tokio::spawn(async move {
+                let response = if write {
+                    partner_billing_tests::partner_request(
+                        &http,
+                        &url,
+                        Method::POST,
+                        "/v1/billing/partner/licenses",
+                        &r,
+                    )
+                    .json(&json!({
+                        "planSlug": "pro",
+                        "login": "alice",
+                        "idempotencyKey": format!("order-{round:04}-{i:04}"),
+                    }))
+                    .send()
+                    .await
+                } else {
+                    partner_billing_tests::partner_request(&http, &url, Method::GET, BALANCES, &r)
+                        .send()
+                        .await
+                };
+                (Some(i), write, response.unwrap())
+            }));
+        }
+        for r in [&revoked, &suspended, &crossed] {
+            let request = partner_billing_tests::partner_request(
+                &app.http,
+                &app.base_url,
+                Method::GET,
+                BALANCES,
+                r,
+            );
+            calls.push(tokio::spawn(async move {
+                (None, false, request.send().await.unwrap())
+            }));
+        }
+    }
+    let mut reads = 0;
+    for call in calls {
+        let (who, write, response) = call.await.unwrap();
+        let Some(i) = who else {
+            expect_empty_401("a refused key among valid ones", response).await;
+            continue;
+        };
+        assert_eq!(response.status(), 200, "account {i}, write {write}");
+        let body: Value = response.json().await.unwrap();
+        if !write {
+            reads += 1;
+            // The balance at the time of the read: the account's own credit less what its
+            // writes have charged so far (at most ROUNDS / 2).
+            let remaining = body["balances"][0]["remainingBalance"].as_i64().unwrap();
+            let credit = 1000 * (i as i64 + 1);
+            assert!(
+                (credit - ROUNDS as i64 / 2..=credit).contains(&remaining),
+                "account {i} read {remaining}, its own credit is {credit}: {body}"
+            );
+        }
+    }
+    assert_eq!(reads, valid.len() * ROUNDS / 2);
+    for (i, r) in valid.iter().enumerate() {
+        assert_eq!(
+            app.balance(r, "pro").await,
+            Some(1000 * (i as i64 + 1) - ROUNDS as i64 / 2),
+            "account {i} was charged for its own licenses only"
+        );
+    }
+    assert_eq!(app.balance(&revoked, "pro").await, Some(50));
+    assert_eq!(app.balance(&suspended, "pro").await, Some(60));
     app.stop().await;
 }

@@ -162,3 +162,35 @@ pub(crate) fn json_text_elements(backend: Backend, n: usize) -> String {
         }
     }
 }
+
+/// The text elements of the JSON array bound as parameter `$n` with their 1-based positions,
+/// as a table for `FROM`: columns `value` and `n`.
+pub(crate) fn numbered_json_texts(backend: Backend, n: usize) -> String {
+    match backend {
+        Backend::Sqlite => format!("(SELECT value, key + 1 AS n FROM json_each(${n}))"),
+        Backend::Postgres => format!(
+            "(SELECT value, n FROM json_array_elements_text(${n}::json) WITH ORDINALITY AS t(value, n))"
+        ),
+    }
+}
+
+/// Joins the row of `table` (alias `alias`) whose unique `column` equals `value` (an expression
+/// of the rows joined before), probing `column`'s index once per row whatever the planner's
+/// statistics say. PostgreSQL: a lateral subquery with a limit, which the planner cannot turn
+/// into a join driven from another side (with stale statistics it otherwise may: all of a
+/// table's rows read through another index); SQLite plans a join on a unique column as that
+/// probe by rule.
+pub(crate) fn join_unique(
+    backend: Backend,
+    table: &str,
+    alias: &str,
+    column: &str,
+    value: &str,
+) -> String {
+    match backend {
+        Backend::Sqlite => format!("JOIN {table} {alias} ON {alias}.{column} = {value}"),
+        Backend::Postgres => format!(
+            "CROSS JOIN LATERAL (SELECT * FROM {table} WHERE {column} = {value} LIMIT 1) {alias}"
+        ),
+    }
+}

@@ -86,7 +86,13 @@ impl Readers {
             .map_err(|_| Error::from(sqlx::Error::PoolTimedOut))?
     }
 
-    async fn take_unbounded(&self) -> Result<Reader> {
+    /// How long a read waits for a connection before it fails.
+    pub(crate) fn acquire_timeout(&self) -> Duration {
+        self.inner.acquire_timeout
+    }
+
+    /// [`take`](Self::take) without its bound, for a caller that bounds a longer wait.
+    pub(crate) async fn take_unbounded(&self) -> Result<Reader> {
         let permit = Arc::clone(&self.inner.permits)
             .acquire_owned()
             .await
@@ -107,7 +113,8 @@ impl Readers {
         Ok(Reader {
             conn: Some(kept),
             readers: Arc::clone(&self.inner),
-            reusable: false,
+            // Nothing has run on it yet: it goes back as it came if it is dropped unused.
+            reusable: true,
             _permit: permit,
         })
     }
@@ -153,8 +160,9 @@ impl Drop for Inner {
 pub struct Reader {
     conn: Option<Kept>,
     readers: Arc<Inner>,
-    /// Set when the last read finished with an answer from the database; a reader dropped
-    /// without one (an error of the connection, or a cancelled read) is not kept.
+    /// Set when the last read finished with an answer from the database (or none has run); a
+    /// reader dropped without one (an error of the connection, or a cancelled read) is not
+    /// kept.
     reusable: bool,
     _permit: OwnedSemaphorePermit,
 }

@@ -1,0 +1,162 @@
+//! One statement for the reads that arrive together. The read every partner request starts
+//! with (its API key, with the account and its balances) is asked many times at once under
+//! load, each time for one key. Asked one by one, each costs a round trip to the database and a
+//! wake-up of a database backend; here the reads that queue while [`IN_FLIGHT`] statements are
+//! running are sent together when one of them ends, as one statement over a JSON array of
+//! their keys, on a kept connection ([`super::Reader`]).
+//!
+//! No read waits for company: one that finds no statement running sends its own at once. The
+//! statement runs on a task of its own, so a caller that goes away (its client disconnected)
+//! never takes the others' answers with it. Waiting for a turn and a connection is bounded by
+//! the pool's acquire timeout, as every read's is.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+use tokio::sync::{Semaphore, oneshot};
+
+use super::Reader;
+use super::readers::Readers;
+use crate::error::{Error, Result};
+
+/// How many shared statements run at once. One lets the most reads queue behind it; two keep
+/// a read from waiting a whole round trip behind a statement that has just left. Measured on
+/// PostgreSQL with 8 and 64 clients on two cores (docs/performance.md, "Reads"): two served
+/// the most requests; as many as there are kept connections queued too few reads to share.
+pub(crate) const IN_FLIGHT: usize = 2;
+
+/// The reads queued for each statement, and the turns to send one.
+#[derive(Debug)]
+pub(crate) struct SharedReads {
+    queued: Mutex<HashMap<&'static str, Vec<Waiting>>>,
+    turns: Arc<Semaphore>,
+}
+
+/// One caller's key and where its rows go.
+struct Waiting {
+    key: String,
+    at: i64,
+    answer: oneshot::Sender<Result<Vec<AnyRow>>>,
+}
+
+impl std::fmt::Debug for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key (a secret's hash) stays out of debug output.
+        f.debug_struct("Waiting")
+            .field("at", &self.at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedReads {
+    /// At most `in_flight` statements at once (at least one).
+    pub(crate) fn new(in_flight: usize) -> Self {
+        Self {
+            queued: Mutex::default(),
+            turns: Arc::new(Semaphore::new(in_flight.max(1))),
+        }
+    }
+
+    /// The rows of `sql` for `key` at time `at`, read in one statement with the other reads
+    /// of `sql` queued by then. `sql` reads the time in `$1` and the JSON array of keys in
+    /// `$2`, and names each row's key by its 1-based position in the array in column
+    /// `request`; a statement that reads at several times runs at the latest.
+    pub(crate) async fn read(
+        &self,
+        readers: &Readers,
+        sql: &'static str,
+        key: String,
+        at: i64,
+    ) -> Result<Vec<AnyRow>> {
+        let (answer, mut rows) = oneshot::channel();
+        self.queued()
+            .entry(sql)
+            .or_default()
+            .push(Waiting { key, at, answer });
+        let turn = async {
+            let turn = Arc::clone(&self.turns)
+                .acquire_owned()
+                .await
+                .map_err(|_| Error::from(sqlx::Error::PoolClosed))?;
+            Ok::<_, Error>((turn, readers.take_unbounded().await?))
+        };
+        tokio::select! {
+            biased;
+            // Our key went with a statement another caller sent.
+            rows = &mut rows => return answered(rows),
+            turn = tokio::time::timeout(readers.acquire_timeout(), turn) => {
+                // Timed out or failed: our key stays queued for the next statement, which
+                // answers no one.
+                let (turn, reader) =
+                    turn.map_err(|_| Error::from(sqlx::Error::PoolTimedOut))??;
+                let batch = self.queued().remove(sql).unwrap_or_default();
+                if batch.is_empty() {
+                    // Ours left with a statement that started meanwhile.
+                    drop(reader);
+                } else {
+                    tokio::spawn(async move {
+                        run(reader, sql, batch).await;
+                        drop(turn);
+                    });
+                }
+            }
+        }
+        answered(rows.await)
+    }
+
+    fn queued(&self) -> MutexGuard<'_, HashMap<&'static str, Vec<Waiting>>> {
+        // Nothing panics while the lock is held: a poisoned map is still whole.
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn answered(
+    rows: std::result::Result<Result<Vec<AnyRow>>, oneshot::error::RecvError>,
+) -> Result<Vec<AnyRow>> {
+    rows.unwrap_or_else(|_| {
+        Err(Error::Internal(
+            "a shared read ended without an answer".to_owned(),
+        ))
+    })
+}
+
+/// Runs `sql` for `batch` on `reader` and hands each caller its rows, or the error.
+async fn run(mut reader: Reader, sql: &'static str, batch: Vec<Waiting>) {
+    let at = batch.iter().map(|w| w.at).max().unwrap_or_default();
+    let keys: Vec<&str> = batch.iter().map(|w| w.key.as_str()).collect();
+    let rows = match super::json_param(&keys) {
+        Ok(keys) => {
+            let query = sqlx::query(AssertSqlSafe(sql)).bind(at).bind(keys);
+            reader.run(|c| query.fetch_all(c)).await
+        }
+        Err(e) => Err(e),
+    };
+    drop(reader);
+    match rows {
+        Ok(rows) => {
+            let mut answers: Vec<Vec<AnyRow>> = batch.iter().map(|_| Vec::new()).collect();
+            for row in rows {
+                let slot = row
+                    .try_get::<i64, _>("request")
+                    .ok()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|n| answers.get_mut(n));
+                if let Some(slot) = slot {
+                    slot.push(row);
+                }
+            }
+            for (waiting, rows) in batch.into_iter().zip(answers) {
+                // A caller that went away takes no answer.
+                let _ = waiting.answer.send(Ok(rows));
+            }
+        }
+        Err(e) => {
+            for waiting in batch {
+                let _ = waiting.answer.send(Err(e.again()));
+            }
+        }
+    }
+}
