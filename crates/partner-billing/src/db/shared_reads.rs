@@ -5,9 +5,9 @@
 //! running are sent together when one of them ends, as one statement over a JSON array of
 //! their keys, on a kept connection ([`super::Reader`]).
 //!
-//! No read waits for company: one that finds no statement running sends its own at once. The
-//! statement runs on a task of its own, so a caller that goes away (its client disconnected)
-//! never takes the others' answers with it. Waiting for a turn and a connection is bounded by
+//! No read waits for company: one that finds no statement running sends its own at once. A
+//! statement for several callers runs on a task of its own, so a caller that goes away (its
+//! client disconnected) never takes the others' answers with it. Waiting for a turn and a connection is bounded by
 //! the pool's acquire timeout, as every read's is.
 
 use std::collections::HashMap;
@@ -92,14 +92,20 @@ impl SharedReads {
                 let (turn, reader) =
                     turn.map_err(|_| Error::from(sqlx::Error::PoolTimedOut))??;
                 let batch = self.queued().remove(sql).unwrap_or_default();
-                if batch.is_empty() {
+                match batch.len() {
                     // Ours left with a statement that started meanwhile.
-                    drop(reader);
-                } else {
-                    tokio::spawn(async move {
+                    0 => drop(reader),
+                    // Ours alone: read here, where going away loses no one else's answer.
+                    1 => {
                         run(reader, sql, batch).await;
                         drop(turn);
-                    });
+                    }
+                    _ => {
+                        tokio::spawn(async move {
+                            run(reader, sql, batch).await;
+                            drop(turn);
+                        });
+                    }
                 }
             }
         }

@@ -140,7 +140,54 @@ async fn an_account_holds_at_most_five_active_keys(store: Store) {
     assert!(matches!(foreign, Error::ApiKeyNotFound), "{foreign:?}");
 }
 
+/// Key checks that arrive together are read in one statement, sent by one of the callers: a
+/// caller that goes away meanwhile (its client disconnected, its task aborted) takes no one
+/// else's answer with it.
+async fn callers_that_go_away_leave_the_others_answered(store: Store) {
+    let mut keys = Vec::new();
+    for i in 0..4 {
+        let r = reseller(&store, i).await;
+        let key = create_api_key(
+            &store,
+            r.account.account_id,
+            Some("concurrent"),
+            &partner_billing::audit::Origin::cli(),
+        )
+        .await
+        .unwrap();
+        keys.push((r.account.account_id, key));
+    }
+    for round in 0..50 {
+        let calls: Vec<_> = (0..40)
+            .map(|n| {
+                let (account, key) = keys[n % keys.len()].clone();
+                let store = store.clone();
+                tokio::spawn(async move { (account, authenticate(&store, &key).await) })
+            })
+            .collect();
+        // A few turns of the scheduler, more each round, then every third caller goes: before
+        // its read, midway through it (while sending the shared statement for the others), or
+        // after it.
+        for _ in 0..round {
+            tokio::task::yield_now().await;
+        }
+        let mut kept = Vec::new();
+        for (n, call) in calls.into_iter().enumerate() {
+            if n % 3 == 0 {
+                call.abort();
+            } else {
+                kept.push(call);
+            }
+        }
+        for call in kept {
+            let (account, answer) = call.await.unwrap();
+            assert_eq!(answer.unwrap(), account);
+        }
+    }
+}
+
 on_both_databases!(
+    callers_that_go_away_leave_the_others_answered,
     a_created_key_authenticates_until_revoked,
     a_rolled_key_stops_at_its_expiry,
     an_account_holds_at_most_five_active_keys,

@@ -82,10 +82,12 @@ impl RawTarget {
         match scenario {
             Scenario::Balances => {
                 // The server reads the key and the balances in one statement on a connection
-                // kept out of the pool (keys.rs `balances_with_api_key`); the baseline keeps the
-                // two statements of a read that authenticates first, each through the pool (which
-                // pings a connection given back), so a ratio above 1 is that join at work. The
-                // pgbench comparison of docs/bench/balances.sh is the outside figure.
+                // kept out of the pool, one statement for the key reads that arrive together
+                // (keys.rs `read_key`, db/shared_reads.rs); the baseline keeps the two
+                // statements of a read that authenticates first, each through the pool (which
+                // pings a connection given back), so a ratio above 1 is that join and that
+                // sharing at work. The pgbench comparison of docs/bench/balances.sh is the
+                // outside figure.
                 let auth = inner.authenticate(account).await?;
                 inner.balances(auth.account_id).await?;
                 Ok(None)
@@ -107,7 +109,8 @@ impl RawTarget {
 
 impl Inner {
     /// keys.rs `authenticate_api_key`: the SHA-256 of the secret, one indexed lookup, the
-    /// client id compared, and `last_used_utc` written when older than a minute.
+    /// client id compared, and `last_used_utc` written when older than a minute (one request's
+    /// lookup; the server's is shared by the requests that arrive together).
     async fn authenticate(&self, account: &Account) -> Result<Authenticated, String> {
         let secret = Secret::from_presented(account.secret.as_str());
         let row = sqlx::query(
