@@ -178,8 +178,9 @@ pub(crate) fn numbered_json_texts(backend: Backend, n: usize) -> String {
 /// of the rows joined before), probing `column`'s index once per row whatever the planner's
 /// statistics say. PostgreSQL: a lateral subquery with a limit, which the planner cannot turn
 /// into a join driven from another side (with stale statistics it otherwise may: all of a
-/// table's rows read through another index); SQLite plans a join on a unique column as that
-/// probe by rule.
+/// table's rows read through another index). SQLite takes the unique index for the join: it
+/// chooses by cost, and with no statistics (the service never runs `ANALYZE`) it assumes every
+/// table large.
 pub(crate) fn join_unique(
     backend: Backend,
     table: &str,

@@ -11,6 +11,7 @@
 //! the pool's acquire timeout, as every read's is.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use sqlx::any::AnyRow;
@@ -32,10 +33,13 @@ pub(crate) const IN_FLIGHT: usize = 2;
 pub(crate) struct SharedReads {
     queued: Mutex<HashMap<&'static str, Vec<Waiting>>>,
     turns: Arc<Semaphore>,
+    /// Numbers the callers, so that one knows its own key in a batch.
+    callers: AtomicU64,
 }
 
 /// One caller's key and where its rows go.
 struct Waiting {
+    caller: u64,
     key: String,
     at: i64,
     answer: oneshot::Sender<Result<Vec<AnyRow>>>,
@@ -45,6 +49,7 @@ impl std::fmt::Debug for Waiting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The key (a secret's hash) stays out of debug output.
         f.debug_struct("Waiting")
+            .field("caller", &self.caller)
             .field("at", &self.at)
             .finish_non_exhaustive()
     }
@@ -56,6 +61,7 @@ impl SharedReads {
         Self {
             queued: Mutex::default(),
             turns: Arc::new(Semaphore::new(in_flight.max(1))),
+            callers: AtomicU64::new(0),
         }
     }
 
@@ -71,10 +77,13 @@ impl SharedReads {
         at: i64,
     ) -> Result<Vec<AnyRow>> {
         let (answer, mut rows) = oneshot::channel();
-        self.queued()
-            .entry(sql)
-            .or_default()
-            .push(Waiting { key, at, answer });
+        let caller = self.callers.fetch_add(1, Ordering::Relaxed);
+        self.queued().entry(sql).or_default().push(Waiting {
+            caller,
+            key,
+            at,
+            answer,
+        });
         let turn = async {
             let turn = Arc::clone(&self.turns)
                 .acquire_owned()
@@ -87,19 +96,24 @@ impl SharedReads {
             // Our key went with a statement another caller sent.
             rows = &mut rows => return answered(rows),
             turn = tokio::time::timeout(readers.acquire_timeout(), turn) => {
-                // Timed out or failed: our key stays queued for the next statement, which
-                // answers no one.
+                // Timed out or failed: our key stays queued until the next caller to take a
+                // turn drops it.
                 let (turn, reader) =
                     turn.map_err(|_| Error::from(sqlx::Error::PoolTimedOut))??;
-                let batch = self.queued().remove(sql).unwrap_or_default();
-                match batch.len() {
+                let mut batch = self.queued().remove(sql).unwrap_or_default();
+                // Callers that went away (cancelled, or timed out waiting for a turn) take no
+                // answer: their keys are not sent.
+                batch.retain(|w| !w.answer.is_closed());
+                match batch.as_slice() {
                     // Ours left with a statement that started meanwhile.
-                    0 => drop(reader),
+                    [] => drop(reader),
                     // Ours alone: read here, where going away loses no one else's answer.
-                    1 => {
+                    [only] if only.caller == caller => {
                         run(reader, sql, batch).await;
                         drop(turn);
                     }
+                    // Others' keys (ours among them, or already on its way): on a task of
+                    // their own, which ends whatever becomes of this caller.
                     _ => {
                         tokio::spawn(async move {
                             run(reader, sql, batch).await;
@@ -140,29 +154,40 @@ async fn run(mut reader: Reader, sql: &'static str, batch: Vec<Waiting>) {
         Err(e) => Err(e),
     };
     drop(reader);
-    match rows {
-        Ok(rows) => {
-            let mut answers: Vec<Vec<AnyRow>> = batch.iter().map(|_| Vec::new()).collect();
-            for row in rows {
-                let slot = row
-                    .try_get::<i64, _>("request")
-                    .ok()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .and_then(|n| n.checked_sub(1))
-                    .and_then(|n| answers.get_mut(n));
-                if let Some(slot) = slot {
-                    slot.push(row);
-                }
-            }
+    match rows.and_then(|rows| by_caller(rows, batch.len())) {
+        Ok(answers) => {
             for (waiting, rows) in batch.into_iter().zip(answers) {
                 // A caller that went away takes no answer.
                 let _ = waiting.answer.send(Ok(rows));
             }
         }
         Err(e) => {
-            for waiting in batch {
-                let _ = waiting.answer.send(Err(e.again()));
+            // The first caller gets the error itself, the others its copy.
+            let copies: Vec<Error> = batch.iter().skip(1).map(|_| e.again()).collect();
+            for (waiting, e) in batch.into_iter().zip(std::iter::once(e).chain(copies)) {
+                let _ = waiting.answer.send(Err(e));
             }
         }
     }
+}
+
+/// Each of `callers` callers' rows, by the 1-based position each row names in `request`. A
+/// row that names none is an error of the whole statement, never a row dropped (which would
+/// read as "no such key").
+fn by_caller(rows: Vec<AnyRow>, callers: usize) -> Result<Vec<Vec<AnyRow>>> {
+    let mut answers: Vec<Vec<AnyRow>> = (0..callers).map(|_| Vec::new()).collect();
+    for row in rows {
+        let position: i64 = row.try_get("request")?;
+        let slot = usize::try_from(position)
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|n| answers.get_mut(n))
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "a shared read answered position {position} of {callers}"
+                ))
+            })?;
+        slot.push(row);
+    }
+    Ok(answers)
 }
