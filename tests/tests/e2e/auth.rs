@@ -3,7 +3,7 @@
 use base64::Engine;
 use partner_billing::accounts::{self, Standing};
 use partner_billing::domain::ClientId;
-use partner_billing_tests::{Db, TestApp, both_databases, expect_empty_401};
+use partner_billing_tests::{Db, Reseller, TestApp, both_databases, expect_empty_401};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -17,6 +17,35 @@ both_databases!(
 
 const BALANCES: &str = "/v1/billing/partner/balances";
 
+/// Revokes the reseller's API key from its panel session.
+async fn revoke_own_key(app: &TestApp, r: &Reseller) {
+    let token = app.session(&r.client_id, &r.password).await;
+    let status = app
+        .http
+        .delete(app.url(&format!(
+            "/v1/billing/resellers/me/api-keys/{}",
+            r.api_key_id
+        )))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+}
+
+/// Suspends the reseller's account, as the operator.
+async fn suspend(app: &TestApp, r: &Reseller) {
+    accounts::set_standing(
+        &app.store,
+        &ClientId::parse("c", &r.client_id).unwrap(),
+        Standing::Suspended,
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+}
+
 fn basic(user: &str, password: &str) -> String {
     format!(
         "Basic {}",
@@ -29,32 +58,10 @@ async fn every_rejection_is_the_same_empty_401(db: Db) {
     let a = app.reseller().await;
     let b = app.reseller().await;
     let url = app.url(BALANCES);
-    let revoked = {
-        let r = app.reseller().await;
-        let token = app.session(&r.client_id, &r.password).await;
-        let status = app
-            .http
-            .delete(app.url(&format!(
-                "/v1/billing/resellers/me/api-keys/{}",
-                r.api_key_id
-            )))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .status();
-        assert_eq!(status, 204);
-        r
-    };
+    let revoked = app.reseller().await;
+    revoke_own_key(&app, &revoked).await;
     let suspended = app.reseller().await;
-    accounts::set_standing(
-        &app.store,
-        &ClientId::parse("c", &suspended.client_id).unwrap(),
-        Standing::Suspended,
-        &partner_billing::audit::Origin::cli(),
-    )
-    .await
-    .unwrap();
+    suspend(&app, &suspended).await;
 
     let cases: Vec<(&str, reqwest::RequestBuilder)> = vec![
         ("no credentials", app.http.get(&url)),
@@ -358,31 +365,12 @@ async fn concurrent_key_checks_each_answer_their_own_caller(db: Db) {
     }
     let revoked = app.reseller().await;
     app.credit(&revoked, "pro", 50).await;
-    let token = app.session(&revoked.client_id, &revoked.password).await;
-    let status = app
-        .http
-        .delete(app.url(&format!(
-            "/v1/billing/resellers/me/api-keys/{}",
-            revoked.api_key_id
-        )))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 204);
+    revoke_own_key(&app, &revoked).await;
     let suspended = app.reseller().await;
     app.credit(&suspended, "pro", 60).await;
-    accounts::set_standing(
-        &app.store,
-        &ClientId::parse("c", &suspended.client_id).unwrap(),
-        Standing::Suspended,
-        &partner_billing::audit::Origin::cli(),
-    )
-    .await
-    .unwrap();
+    suspend(&app, &suspended).await;
     // A valid secret presented with another account's client id.
-    let crossed = partner_billing_tests::Reseller {
+    let crossed = Reseller {
         client_id: valid[1].client_id.clone(),
         ..valid[0].clone()
     };
