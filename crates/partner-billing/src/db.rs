@@ -207,9 +207,8 @@ impl Db {
     }
 
     /// The rows of `sql` for `key` at time `at`, read in one statement with the other reads of
-    /// `sql` waiting at the same time (see [`shared_reads`]). `sql` reads the JSON array of keys
-    /// in `$2`, the time in `$1`, and names each row's key by its 1-based position in column
-    /// `request`.
+    /// `sql` waiting at the same time: [`shared_reads::SharedReads::read`] says what `sql` must
+    /// read and answer.
     pub(crate) async fn shared_read(
         &self,
         sql: &'static str,

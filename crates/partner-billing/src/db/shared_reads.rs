@@ -7,12 +7,11 @@
 //!
 //! No read waits for company: one that finds no statement running sends its own at once. A
 //! statement for several callers runs on a task of its own, so a caller that goes away (its
-//! client disconnected) never takes the others' answers with it. Waiting for a turn and a connection is bounded by
-//! the pool's acquire timeout, as every read's is.
+//! client disconnected) never takes the others' answers with it. Waiting for a turn and a
+//! connection is bounded by the pool's acquire timeout, as every read's is.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
@@ -31,7 +30,9 @@ pub(crate) const IN_FLIGHT: usize = 2;
 /// The reads queued for each statement, and the turns to send one.
 #[derive(Debug)]
 pub(crate) struct SharedReads {
-    queued: Mutex<HashMap<&'static str, Vec<Waiting>>>,
+    /// Per statement (told apart by address: each is one `'static` string), the callers
+    /// waiting. As many entries as statements that share, so a scan finds one.
+    queued: Mutex<Vec<(&'static str, Vec<Waiting>)>>,
     turns: Arc<Semaphore>,
     /// Numbers the callers, so that one knows its own key in a batch.
     callers: AtomicU64,
@@ -78,11 +79,13 @@ impl SharedReads {
     ) -> Result<Vec<AnyRow>> {
         let (answer, mut rows) = oneshot::channel();
         let caller = self.callers.fetch_add(1, Ordering::Relaxed);
-        self.queued().entry(sql).or_default().push(Waiting {
-            caller,
-            key,
-            at,
-            answer,
+        self.queue(sql, |queue| {
+            queue.push(Waiting {
+                caller,
+                key,
+                at,
+                answer,
+            });
         });
         let turn = async {
             let turn = Arc::clone(&self.turns)
@@ -100,7 +103,7 @@ impl SharedReads {
                 // turn drops it.
                 let (turn, reader) =
                     turn.map_err(|_| Error::from(sqlx::Error::PoolTimedOut))??;
-                let mut batch = self.queued().remove(sql).unwrap_or_default();
+                let mut batch = self.queue(sql, std::mem::take);
                 // Callers that went away (cancelled, or timed out waiting for a turn) take no
                 // answer: their keys are not sent.
                 batch.retain(|w| !w.answer.is_closed());
@@ -126,9 +129,18 @@ impl SharedReads {
         answered(rows.await)
     }
 
-    fn queued(&self) -> MutexGuard<'_, HashMap<&'static str, Vec<Waiting>>> {
-        // Nothing panics while the lock is held: a poisoned map is still whole.
-        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Runs `f` on the callers waiting for `sql`, under the lock.
+    fn queue<T>(&self, sql: &'static str, f: impl FnOnce(&mut Vec<Waiting>) -> T) -> T {
+        // Nothing panics while the lock is held: a poisoned list is still whole.
+        let mut queued = self.queued.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = match queued.iter().position(|(s, _)| std::ptr::eq(*s, sql)) {
+            Some(at) => at,
+            None => {
+                queued.push((sql, Vec::new()));
+                queued.len() - 1
+            }
+        };
+        f(&mut queued[at].1)
     }
 }
 
