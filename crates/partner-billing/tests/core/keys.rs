@@ -192,3 +192,51 @@ on_both_databases!(
     a_rolled_key_stops_at_its_expiry,
     an_account_holds_at_most_five_active_keys,
 );
+
+/// A key check that finds every kept connection busy waits no longer than any read waits for
+/// a connection (the pool's acquire timeout, 5 s on PostgreSQL), then answers "unavailable"
+/// (the server's 503), and the next check, once a connection is free, passes as before.
+/// PostgreSQL only: the same code waits SQLite's 30 s busy timeout there, too long for a test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_check_with_no_connection_free_gives_up_at_the_acquire_timeout() {
+    let Some(db) = crate::kit::TestDb::postgres().await else {
+        return;
+    };
+    let store = db.store.clone();
+    let r = reseller(&store, 1).await;
+    let key = create_api_key(
+        &store,
+        r.account.account_id,
+        Some("waiting"),
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    // Every kept connection, taken until none is left (a take that waits is none).
+    let mut held = Vec::new();
+    while let Ok(reader) =
+        tokio::time::timeout(std::time::Duration::from_millis(200), store.reader()).await
+    {
+        held.push(reader.unwrap());
+    }
+    assert!(!held.is_empty());
+    let started = std::time::Instant::now();
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        authenticate(&store, &key),
+    )
+    .await
+    .expect("the key check gave up within 20 s");
+    let waited = started.elapsed();
+    assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
+    assert!(
+        (std::time::Duration::from_secs(4)..std::time::Duration::from_secs(10)).contains(&waited),
+        "waited {waited:?}"
+    );
+    drop(held);
+    assert_eq!(
+        authenticate(&store, &key).await.unwrap(),
+        r.account.account_id
+    );
+    db.finish().await;
+}
