@@ -240,3 +240,26 @@ async fn a_key_check_with_no_connection_free_gives_up_at_the_acquire_timeout() {
     );
     db.finish().await;
 }
+
+/// A kept connection taken and given back unused (as when a key check finds its key already
+/// sent with another caller's statement) stays kept: the next read runs on that same
+/// connection instead of opening a new one. PostgreSQL only: it tells connections apart by
+/// their backend's process id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_connection_given_back_unused_is_kept() {
+    let Some(db) = crate::kit::TestDb::postgres().await else {
+        return;
+    };
+    let store = db.store.clone();
+    async fn backend_pid(store: &Store) -> i32 {
+        let mut reader = store.reader().await.unwrap();
+        reader
+            .run(|c| sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(c))
+            .await
+            .unwrap()
+    }
+    let first = backend_pid(&store).await;
+    drop(store.reader().await.unwrap());
+    assert_eq!(backend_pid(&store).await, first);
+    db.finish().await;
+}
