@@ -140,22 +140,27 @@ async fn an_account_holds_at_most_five_active_keys(store: Store) {
     assert!(matches!(foreign, Error::ApiKeyNotFound), "{foreign:?}");
 }
 
+/// A new reseller holding `units`, its account id and a key of its own to present.
+async fn reseller_with_key(store: &Store, units: i64) -> (i64, CreatedApiKey) {
+    let account = reseller(store, units).await.account.account_id;
+    let key = create_api_key(
+        store,
+        account,
+        Some("presented"),
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    (account, key)
+}
+
 /// Key checks that arrive together are read in one statement, sent by one of the callers: a
 /// caller that goes away meanwhile (its client disconnected, its task aborted) takes no one
 /// else's answer with it.
 async fn callers_that_go_away_leave_the_others_answered(store: Store) {
     let mut keys = Vec::new();
     for i in 0..4 {
-        let r = reseller(&store, i).await;
-        let key = create_api_key(
-            &store,
-            r.account.account_id,
-            Some("concurrent"),
-            &partner_billing::audit::Origin::cli(),
-        )
-        .await
-        .unwrap();
-        keys.push((r.account.account_id, key));
+        keys.push(reseller_with_key(&store, i).await);
     }
     for round in 0..50 {
         let calls: Vec<_> = (0..40)
@@ -203,15 +208,7 @@ async fn a_key_check_with_no_connection_free_gives_up_at_the_acquire_timeout() {
         return;
     };
     let store = db.store.clone();
-    let r = reseller(&store, 1).await;
-    let key = create_api_key(
-        &store,
-        r.account.account_id,
-        Some("waiting"),
-        &partner_billing::audit::Origin::cli(),
-    )
-    .await
-    .unwrap();
+    let (account, key) = reseller_with_key(&store, 1).await;
     // Every kept connection, taken until none is left (a take that waits is none).
     let mut held = Vec::new();
     while let Ok(reader) =
@@ -234,10 +231,7 @@ async fn a_key_check_with_no_connection_free_gives_up_at_the_acquire_timeout() {
         "waited {waited:?}"
     );
     drop(held);
-    assert_eq!(
-        authenticate(&store, &key).await.unwrap(),
-        r.account.account_id
-    );
+    assert_eq!(authenticate(&store, &key).await.unwrap(), account);
     db.finish().await;
 }
 
