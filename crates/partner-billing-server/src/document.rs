@@ -21,6 +21,7 @@ use partner_billing::wire::{
 use partner_billing::{audit, limits};
 
 use crate::problem::PROBLEM_JSON;
+use crate::text_rule;
 
 /// Response members that are left out when they have no value (`skip_serializing_if`); every
 /// other member of a response is always sent, `null` when it has no value.
@@ -432,9 +433,9 @@ fn bound_parameters(operation: &mut Map<String, Value>) {
         }
         // The characters a parameter takes, as the body members of the same name.
         let pattern = match name.as_str() {
-            "idempotencyKey" => Some("^[!-~]+$"),
-            "planSlug" | "productSlug" => Some("^[a-z0-9._-]+$"),
-            "login" => Some("^[^\\u0000-\\u001F\\u007F-\\u009F]*$"),
+            "idempotencyKey" => Some(text_rule::VISIBLE_ASCII.pattern()),
+            "planSlug" | "productSlug" => Some(text_rule::SLUG.pattern()),
+            "login" => Some(text_rule::NO_CONTROL.pattern()),
             _ => None,
         };
         if let (Some(pattern), Some(schema)) = (

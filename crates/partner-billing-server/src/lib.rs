@@ -27,6 +27,7 @@ mod reads;
 pub mod request_id;
 mod route;
 mod serve;
+mod text_rule;
 pub mod tls;
 mod web;
 mod webhook_worker;

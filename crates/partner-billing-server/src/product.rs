@@ -134,7 +134,7 @@ impl ProductApi {
         #[oai(validator(
             min_length = 1,
             max_length = 254,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+            custom = "&crate::text_rule::NO_CONTROL"
         ))]
         login: Path<String>,
     ) -> OpResult<UserLicensesResponse, errors::ListUserLicenses> {
@@ -165,7 +165,7 @@ impl ProductApi {
         #[oai(validator(
             min_length = 1,
             max_length = 254,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$"
+            custom = "&crate::text_rule::NO_CONTROL"
         ))]
         login: Path<String>,
     ) -> OpResult<EntitlementsResponse, errors::GetUserEntitlements> {

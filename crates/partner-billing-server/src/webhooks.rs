@@ -185,7 +185,10 @@ impl WebhooksApi {
         auth: PanelAuth,
         facts: RequestFacts,
         /// The product (`productSlug` of the balances).
-        #[oai(name = "productSlug", validator(pattern = r"^[a-z0-9._-]{1,64}$"))]
+        #[oai(
+            name = "productSlug",
+            validator(min_length = 1, max_length = 64, custom = "&crate::text_rule::SLUG")
+        )]
         product_slug: Path<String>,
         body: JsonBody<SetLowBalanceAlertRequest>,
     ) -> OpResult<LowBalanceAlertResponse, errors::SetLowBalanceAlert> {
