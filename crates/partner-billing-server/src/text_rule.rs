@@ -68,13 +68,40 @@ mod tests {
     /// Texts at each rule's edges: every character class boundary, empty, mixed.
     fn samples() -> Vec<String> {
         let mut texts: Vec<String> = [
-            "", "a", "z", "0", "9", ".", "_", "-", "A", "Z", "/", ":", "`", "{", " ", "!", "~",
-            "é", "ß", "日本", "pro-1.x_y", "idem_abc!~", "a b", "a\tb", "a\nb", "\n", "ab\n",
+            "",
+            "a",
+            "z",
+            "0",
+            "9",
+            ".",
+            "_",
+            "-",
+            "A",
+            "Z",
+            "/",
+            ":",
+            "`",
+            "{",
+            " ",
+            "!",
+            "~",
+            "é",
+            "ß",
+            "日本",
+            "pro-1.x_y",
+            "idem_abc!~",
+            "a b",
+            "a\tb",
+            "a\nb",
+            "\n",
+            "ab\n",
         ]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        for code in [0x00, 0x1F, 0x20, 0x7E, 0x7F, 0x80, 0x9F, 0xA0, 0x2028, 0xFEFF] {
+        for code in [
+            0x00, 0x1F, 0x20, 0x7E, 0x7F, 0x80, 0x9F, 0xA0, 0x2028, 0xFEFF,
+        ] {
             let c = char::from_u32(code).unwrap();
             texts.push(c.to_string());
             texts.push(format!("ok{c}ok"));

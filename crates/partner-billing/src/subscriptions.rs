@@ -24,40 +24,46 @@ pub(crate) use chain::{Head, extend_head, lock_head, next_period};
 /// What a login may use now and until when, one entry per plan with an unrevoked license that
 /// has not ended, sorted by slug. An unregistered login is [`Error::UnknownLogin`].
 pub async fn entitlements(store: &Store, login: &Login) -> Result<Entitlements> {
+    /// One plan's entitlement; a registered login with none is one row of nulls, an
+    /// unregistered login no row at all.
     #[derive(sqlx::FromRow)]
     struct Row {
-        plan_slug: String,
-        active_from_utc: i64,
+        plan_slug: Option<String>,
+        active_from_utc: Option<i64>,
         active_until_utc: Option<i64>,
     }
-    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
-        .bind(login.as_str())
-        .fetch_optional(store.pool())
-        .await?
-        .ok_or(Error::UnknownLogin)?;
     let now = store.now_utc();
-    let rows: Vec<Row> = sqlx::query_as(
+    // One statement on a kept connection: the login, then its licenses by `licenses_user`.
+    let query = sqlx::query_as::<_, Row>(
         "SELECT p.slug AS plan_slug, min(l.starts_utc) AS active_from_utc, \
-         CASE WHEN count(*) > count(l.expires_utc) THEN NULL ELSE max(l.expires_utc) END \
+         CASE WHEN count(l.id) > count(l.expires_utc) THEN NULL ELSE max(l.expires_utc) END \
          AS active_until_utc \
-         FROM licenses l JOIN plans p ON p.id = l.plan_id \
-         WHERE l.user_id = $1 AND l.revoked_utc IS NULL \
+         FROM users u LEFT JOIN licenses l ON l.user_id = u.id AND l.revoked_utc IS NULL \
          AND (l.expires_utc IS NULL OR l.expires_utc > $2) \
-         GROUP BY p.slug ORDER BY p.slug",
+         LEFT JOIN plans p ON p.id = l.plan_id \
+         WHERE u.login = $1 GROUP BY p.slug ORDER BY p.slug",
     )
-    .bind(user_id)
-    .bind(now)
-    .fetch_all(store.pool())
-    .await?;
+    .bind(login.as_str())
+    .bind(now);
+    let rows = {
+        let mut reader = store.reader().await?;
+        reader.run(|c| query.fetch_all(c)).await?
+    };
+    if rows.is_empty() {
+        return Err(Error::UnknownLogin);
+    }
     Ok(Entitlements {
         login: login.to_string(),
         entitlements: rows
             .into_iter()
-            .map(|row| Entitlement {
-                active_now: row.active_from_utc <= now,
-                plan_slug: row.plan_slug,
-                active_from_utc: row.active_from_utc,
-                active_until_utc: row.active_until_utc,
+            .filter_map(|row| {
+                let active_from_utc = row.active_from_utc?;
+                Some(Entitlement {
+                    active_now: active_from_utc <= now,
+                    plan_slug: row.plan_slug?,
+                    active_from_utc,
+                    active_until_utc: row.active_until_utc,
+                })
             })
             .collect(),
     })
