@@ -2,10 +2,12 @@
 //! product API. Created by the operator, shown once, stored only as SHA-256, and checked against
 //! the database on every request, so a revocation acts on the next one.
 
+use std::sync::LazyLock;
+
 use serde::Serialize;
 
 use crate::audit::{Action, Entry, Origin};
-use crate::db::is_unique_violation;
+use crate::db::{Backend, dialect, is_unique_violation};
 use crate::domain::{InvalidField, Secret, SecretKind};
 use crate::error::{Error, Result};
 use crate::keys;
@@ -168,7 +170,8 @@ pub async fn revoke_operator_token(store: &Store, name: &str, origin: &Origin) -
 
 /// Verifies a bearer token against the database, on every request. Anything but an active
 /// operator token (an API key secret, a panel session token, a revoked or unknown token) is
-/// [`Error::Unauthorized`].
+/// [`Error::Unauthorized`]. Read in one statement with the other token checks waiting at the
+/// same time (`Db::shared_read`), as API keys are.
 pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<OperatorIdentity> {
     if !token.has_shape(SecretKind::OperatorToken) {
         return Err(Error::Unauthorized);
@@ -179,20 +182,23 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
         name: String,
         last_used_utc: Option<i64>,
     }
+    let rows = store
+        .db()
+        .shared_read(
+            tokens_by_hashes(store.backend()),
+            token.hash(),
+            store.now_utc(),
+        )
+        .await?;
     let TokenRow {
         id: token_id,
         name,
         last_used_utc,
-    } = {
-        let query = sqlx::query_as(
-            "SELECT id, name, last_used_utc FROM operator_tokens \
-             WHERE token_hash = $1 AND status = 'active'",
-        )
-        .bind(token.hash());
-        let mut reader = store.reader().await?;
-        reader.run(|c| query.fetch_optional(c)).await?
-    }
-    .ok_or(Error::Unauthorized)?;
+    } = rows
+        .first()
+        .map(sqlx::FromRow::from_row)
+        .transpose()?
+        .ok_or(Error::Unauthorized)?;
     keys::record_use(
         store,
         keys::UsedCredential::OperatorToken,
@@ -204,6 +210,27 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
         token_id: Some(token_id),
         name,
     })
+}
+
+/// [`authenticate_operator`]'s statement for several tokens: their hashes in `$2` (a JSON
+/// array); each row names its hash by its 1-based position in `request`. Tokens do not expire,
+/// so the time in `$1` is not read.
+fn tokens_by_hashes(backend: Backend) -> &'static str {
+    static SQLITE: LazyLock<String> = LazyLock::new(|| tokens_by_hashes_sql(Backend::Sqlite));
+    static POSTGRES: LazyLock<String> = LazyLock::new(|| tokens_by_hashes_sql(Backend::Postgres));
+    match backend {
+        Backend::Sqlite => &SQLITE,
+        Backend::Postgres => &POSTGRES,
+    }
+}
+
+fn tokens_by_hashes_sql(backend: Backend) -> String {
+    format!(
+        "SELECT q.n AS request, t.id, t.name, t.last_used_utc FROM {hashes} q {token} \
+         WHERE t.status = 'active' ORDER BY q.n",
+        hashes = dialect::numbered_json_texts(backend, 2),
+        token = dialect::join_unique(backend, "operator_tokens", "t", "token_hash", "q.value"),
+    )
 }
 
 #[cfg(test)]

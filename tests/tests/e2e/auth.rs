@@ -12,7 +12,8 @@ both_databases!(
     every_rejection_is_the_same_empty_401,
     revocation_suspension_and_reinstatement_act_on_the_next_request,
     both_credential_forms_authenticate,
-    concurrent_key_checks_each_answer_their_own_caller
+    concurrent_key_checks_each_answer_their_own_caller,
+    concurrent_operator_token_checks_each_answer_their_own_caller
 );
 
 const BALANCES: &str = "/v1/billing/partner/balances";
@@ -452,5 +453,51 @@ async fn concurrent_key_checks_each_answer_their_own_caller(db: Db) {
     }
     assert_eq!(app.balance(&revoked, "pro").await, Some(50));
     assert_eq!(app.balance(&suspended, "pro").await, Some(60));
+    app.stop().await;
+}
+
+/// Operator token checks that arrive together are read in one statement, as key checks are:
+/// each caller gets its own token's answer (an active token 200, a revoked or unknown one the
+/// empty 401), however the statement's rows were ordered.
+async fn concurrent_operator_token_checks_each_answer_their_own_caller(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    app.user("alice").await;
+    let mut tokens = Vec::new();
+    for i in 0..4 {
+        tokens.push((app.operator_token(&format!("backend-{i}")).await, true));
+    }
+    let revoked = app.operator_token("revoked").await;
+    partner_billing::operators::revoke_operator_token(
+        &app.store,
+        "revoked",
+        &partner_billing::audit::Origin::cli(),
+    )
+    .await
+    .unwrap();
+    tokens.push((revoked, false));
+    // The shape of a token, but no token's secret.
+    let mut unknown = tokens[0].0.clone();
+    let last = if unknown.ends_with('a') { "b" } else { "a" };
+    unknown.replace_range(unknown.len() - 1.., last);
+    tokens.push((unknown, false));
+
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        for (token, active) in &tokens {
+            let request = app.product(
+                Method::GET,
+                "/v1/billing/product/users/alice/entitlements",
+                token,
+            );
+            let active = *active;
+            calls.push(tokio::spawn(async move {
+                (active, request.send().await.unwrap().status().as_u16())
+            }));
+        }
+    }
+    for call in calls {
+        let (active, status) = call.await.unwrap();
+        assert_eq!(status, if active { 200 } else { 401 });
+    }
     app.stop().await;
 }
