@@ -6,13 +6,12 @@
 //! `expired`, and no longer counted toward the five. Expiry is read from the database on every
 //! request, so it acts on every replica at the same second.
 
-use std::sync::LazyLock;
-
 use subtle::ConstantTimeEq;
 
 use crate::accounts::account_id_of;
 use crate::audit::{Action, Entry, Origin};
-use crate::db::{Backend, Tx, dialect};
+use crate::db::dialect::{self, PerBackend};
+use crate::db::{Backend, Tx};
 use crate::domain::{ApiKeyId, ClientId, InvalidField, Secret, SecretKind, parse_key_name};
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -323,7 +322,7 @@ async fn read_key(store: &Store, secret: &Secret) -> Result<Vec<KeyWithBalanceRo
     let rows = store
         .db()
         .shared_read(
-            keys_by_secrets(store.backend()),
+            KEYS_BY_SECRETS.get(store.backend()),
             secret.hash(),
             store.now_utc(),
         )
@@ -336,14 +335,7 @@ async fn read_key(store: &Store, secret: &Secret) -> Result<Vec<KeyWithBalanceRo
 
 /// [`read_key`]'s statement for several secrets: their hashes in `$2` (a JSON array), the time
 /// in `$1`; each row names its hash by its 1-based position in `request`.
-fn keys_by_secrets(backend: Backend) -> &'static str {
-    static SQLITE: LazyLock<String> = LazyLock::new(|| keys_by_secrets_sql(Backend::Sqlite));
-    static POSTGRES: LazyLock<String> = LazyLock::new(|| keys_by_secrets_sql(Backend::Postgres));
-    match backend {
-        Backend::Sqlite => &SQLITE,
-        Backend::Postgres => &POSTGRES,
-    }
-}
+static KEYS_BY_SECRETS: PerBackend = PerBackend::new(keys_by_secrets_sql);
 
 fn keys_by_secrets_sql(backend: Backend) -> String {
     format!(

@@ -2,12 +2,11 @@
 //! product API. Created by the operator, shown once, stored only as SHA-256, and checked against
 //! the database on every request, so a revocation acts on the next one.
 
-use std::sync::LazyLock;
-
 use serde::Serialize;
 
 use crate::audit::{Action, Entry, Origin};
-use crate::db::{Backend, dialect, is_unique_violation};
+use crate::db::dialect::{self, PerBackend};
+use crate::db::{Backend, is_unique_violation};
 use crate::domain::{InvalidField, Secret, SecretKind};
 use crate::error::{Error, Result};
 use crate::keys;
@@ -185,7 +184,7 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
     let rows = store
         .db()
         .shared_read(
-            tokens_by_hashes(store.backend()),
+            TOKENS_BY_HASHES.get(store.backend()),
             token.hash(),
             store.now_utc(),
         )
@@ -215,14 +214,7 @@ pub async fn authenticate_operator(store: &Store, token: &Secret) -> Result<Oper
 /// [`authenticate_operator`]'s statement for several tokens: their hashes in `$2` (a JSON
 /// array); each row names its hash by its 1-based position in `request`. Tokens do not expire,
 /// so the time in `$1` is not read.
-fn tokens_by_hashes(backend: Backend) -> &'static str {
-    static SQLITE: LazyLock<String> = LazyLock::new(|| tokens_by_hashes_sql(Backend::Sqlite));
-    static POSTGRES: LazyLock<String> = LazyLock::new(|| tokens_by_hashes_sql(Backend::Postgres));
-    match backend {
-        Backend::Sqlite => &SQLITE,
-        Backend::Postgres => &POSTGRES,
-    }
-}
+static TOKENS_BY_HASHES: PerBackend = PerBackend::new(tokens_by_hashes_sql);
 
 fn tokens_by_hashes_sql(backend: Backend) -> String {
     format!(

@@ -7,6 +7,8 @@
 
 pub(crate) mod group;
 
+use std::sync::OnceLock;
+
 use super::{Backend, Tx};
 use crate::error::Result;
 
@@ -165,6 +167,33 @@ pub(crate) fn json_text_elements(backend: Backend, n: usize) -> String {
 
 /// The text elements of the JSON array bound as parameter `$n` with their 1-based positions,
 /// as a table for `FROM`: columns `value` and `n`.
+/// A statement's text for each backend, built on first use and kept for the process (a shared
+/// read finds its queue by the text's address, so each backend's text is one string).
+pub(crate) struct PerBackend {
+    build: fn(Backend) -> String,
+    sqlite: OnceLock<String>,
+    postgres: OnceLock<String>,
+}
+
+impl PerBackend {
+    pub(crate) const fn new(build: fn(Backend) -> String) -> Self {
+        Self {
+            build,
+            sqlite: OnceLock::new(),
+            postgres: OnceLock::new(),
+        }
+    }
+
+    /// The text for `backend`.
+    pub(crate) fn get(&'static self, backend: Backend) -> &'static str {
+        let text = match backend {
+            Backend::Sqlite => &self.sqlite,
+            Backend::Postgres => &self.postgres,
+        };
+        text.get_or_init(|| (self.build)(backend))
+    }
+}
+
 pub(crate) fn numbered_json_texts(backend: Backend, n: usize) -> String {
     match backend {
         Backend::Sqlite => format!("(SELECT value, key + 1 AS n FROM json_each(${n}))"),
