@@ -8,6 +8,7 @@ use partner_billing::keys::{PartnerAccount, authenticate_api_key, create_api_key
 use partner_billing::plans::{NewPlan, create_plan};
 use partner_billing::quota::credit;
 use partner_billing::store::Store;
+use partner_billing::wire::CreatedApiKey;
 
 pub const PLAN: &str = "pro";
 
@@ -15,6 +16,8 @@ pub const PLAN: &str = "pro";
 pub struct Reseller {
     pub account: PartnerAccount,
     pub client_id: ClientId,
+    /// The key it authenticated with, to present again.
+    pub key: CreatedApiKey,
 }
 
 pub fn plan() -> PlanSlug {
@@ -81,11 +84,15 @@ pub async fn reseller(store: &Store, units: i64) -> Reseller {
     let account = authenticate_api_key(
         store,
         &created.client_id,
-        &Secret::from_presented(created.secret),
+        &Secret::from_presented(created.secret.clone()),
     )
     .await
     .unwrap();
-    Reseller { account, client_id }
+    Reseller {
+        account,
+        client_id,
+        key: created,
+    }
 }
 
 /// Waits until the license groups hold exactly `waiting` requests queued for a group

@@ -142,16 +142,8 @@ async fn an_account_holds_at_most_five_active_keys(store: Store) {
 
 /// A new reseller holding `units`, its account id and a key of its own to present.
 async fn reseller_with_key(store: &Store, units: i64) -> (i64, CreatedApiKey) {
-    let account = reseller(store, units).await.account.account_id;
-    let key = create_api_key(
-        store,
-        account,
-        Some("presented"),
-        &partner_billing::audit::Origin::cli(),
-    )
-    .await
-    .unwrap();
-    (account, key)
+    let reseller = reseller(store, units).await;
+    (reseller.account.account_id, reseller.key)
 }
 
 /// Key checks that arrive together are read in one statement, sent by one of the callers: a
