@@ -7,7 +7,7 @@ use crate::idempotency::{self, Keyed, KeyedRequest, Outcome, Scope};
 use crate::keys::PartnerAccount;
 use crate::store::Store;
 use crate::throttle;
-use crate::wire::{License, UserLicenses};
+use crate::wire::{License, UserLicense, UserLicenses};
 
 mod group;
 mod request;
@@ -58,22 +58,53 @@ async fn issue_license_once(
 /// Every license of a registered login, direct and redeemed, expired ones included, oldest
 /// first. An unregistered login is [`Error::UnknownLogin`].
 pub async fn user_licenses(store: &Store, login: &Login) -> Result<UserLicenses> {
-    let user_id: i64 = sqlx::query_scalar("SELECT id FROM users WHERE login = $1")
-        .bind(login.as_str())
-        .fetch_optional(store.pool())
-        .await?
-        .ok_or(Error::UnknownLogin)?;
-    let licenses = sqlx::query_as(
+    /// One license of the login; a registered login with none is one row of nulls, an
+    /// unregistered login no row at all.
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        license_id: Option<String>,
+        plan_slug: Option<String>,
+        source: Option<String>,
+        client_id: Option<String>,
+        batch_id: Option<String>,
+        created_utc: Option<i64>,
+        starts_utc: Option<i64>,
+        expires_utc: Option<i64>,
+        revoked_utc: Option<i64>,
+    }
+    // One statement on a kept connection: the login, then its licenses by `licenses_user`.
+    let query = sqlx::query_as::<_, Row>(
         "SELECT l.license_id, p.slug AS plan_slug, l.source, a.client_id, l.batch_id, \
          l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
-         FROM licenses l JOIN plans p ON p.id = l.plan_id LEFT JOIN accounts a ON a.id = l.account_id \
-         WHERE l.user_id = $1 ORDER BY l.created_utc, l.id",
+         FROM users u LEFT JOIN licenses l ON l.user_id = u.id \
+         LEFT JOIN plans p ON p.id = l.plan_id LEFT JOIN accounts a ON a.id = l.account_id \
+         WHERE u.login = $1 ORDER BY l.created_utc, l.id",
     )
-    .bind(user_id)
-    .fetch_all(store.pool())
-    .await?;
+    .bind(login.as_str());
+    let rows = {
+        let mut reader = store.reader().await?;
+        reader.run(|c| query.fetch_all(c)).await?
+    };
+    if rows.is_empty() {
+        return Err(Error::UnknownLogin);
+    }
     Ok(UserLicenses {
         login: login.to_string(),
-        licenses,
+        licenses: rows
+            .into_iter()
+            .filter_map(|row| {
+                Some(UserLicense {
+                    license_id: row.license_id?,
+                    plan_slug: row.plan_slug?,
+                    source: row.source?,
+                    client_id: row.client_id,
+                    batch_id: row.batch_id,
+                    created_utc: row.created_utc?,
+                    starts_utc: row.starts_utc?,
+                    expires_utc: row.expires_utc,
+                    revoked_utc: row.revoked_utc,
+                })
+            })
+            .collect(),
     })
 }
