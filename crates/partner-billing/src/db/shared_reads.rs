@@ -203,3 +203,98 @@ fn by_caller(rows: Vec<AnyRow>, callers: usize) -> Result<Vec<Vec<AnyRow>>> {
     }
     Ok(answers)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::{AnyConnection, AnyPool, Connection};
+
+    use super::*;
+
+    /// Each key's value in `t`, with how many keys the statement carried and its time.
+    const SQL: &str = "SELECT CAST(j.key AS INTEGER) + 1 AS request, t.v, \
+                       json_array_length($2) AS sent, $1 AS at \
+                       FROM json_each($2) j JOIN t ON t.k = j.value";
+
+    /// Lets the other tasks of this (single-threaded) runtime run until `done` holds.
+    async fn yield_until(mut done: impl FnMut() -> bool) {
+        while !done() {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The caller that sends a statement for others may go away (its client disconnected)
+    /// while the statement runs: the others still get their rows. A caller that goes away
+    /// while queued has its key left out.
+    #[tokio::test]
+    async fn a_statement_sent_for_others_outlives_its_sender() {
+        let dir = partner_billing_testkit::TempDir::new();
+        let url = format!("sqlite://{}?mode=rwc", dir.path.join("t.db").display());
+        sqlx::any::install_default_drivers();
+        let pool = AnyPool::connect(&url).await.unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT NOT NULL); \
+             INSERT INTO t VALUES ('a', 'for a'), ('b', 'for b'), ('c', 'for c')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let readers = Arc::new(Readers::new(
+            pool,
+            1,
+            Duration::from_secs(10),
+            Duration::from_secs(60),
+        ));
+        let shared = Arc::new(SharedReads::new(1));
+        let queued = |shared: &SharedReads| shared.queue(SQL, |queue| queue.len());
+        let read = |key: &str| {
+            let (shared, readers, key) =
+                (Arc::clone(&shared), Arc::clone(&readers), key.to_owned());
+            tokio::spawn(async move { shared.read(&readers, SQL, key, 7).await })
+        };
+
+        // The only turn held: callers queue behind it, first come first served.
+        let turn = Arc::clone(&shared.turns).acquire_owned().await.unwrap();
+        let sender = read("a");
+        yield_until(|| queued(&shared) == 1).await;
+        let gone = read("c");
+        yield_until(|| queued(&shared) == 2).await;
+        let other = read("b");
+        yield_until(|| queued(&shared) == 3).await;
+        gone.abort();
+        assert!(gone.await.is_err_and(|e| e.is_cancelled()));
+
+        // The database locked: a statement, once sent, cannot answer until it is released.
+        let mut lock = AnyConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql("BEGIN EXCLUSIVE")
+            .execute(&mut lock)
+            .await
+            .unwrap();
+        drop(turn);
+        // The first caller takes the turn and the queue, and sends the statement.
+        yield_until(|| queued(&shared) == 0).await;
+        assert!(!sender.is_finished());
+        sender.abort();
+        assert!(sender.await.is_err_and(|e| e.is_cancelled()));
+        sqlx::raw_sql("COMMIT").execute(&mut lock).await.unwrap();
+
+        let rows = tokio::time::timeout(Duration::from_secs(30), other)
+            .await
+            .expect("the other caller is answered")
+            .unwrap()
+            .unwrap();
+        let answered: Vec<(String, i64, i64)> = rows
+            .iter()
+            .map(|row| {
+                (
+                    row.try_get("v").unwrap(),
+                    row.try_get("sent").unwrap(),
+                    row.try_get("at").unwrap(),
+                )
+            })
+            .collect();
+        // Its own row; two keys sent (the sender's and its own, not the gone caller's).
+        assert_eq!(answered, [("for b".to_owned(), 2, 7)]);
+    }
+}
