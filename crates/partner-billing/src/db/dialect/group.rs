@@ -130,35 +130,35 @@ pub(crate) const POSTGRES_WRITE: &str = "WITH held AS (SELECT coalesce(bool_and(
      AND (SELECT count(*) FROM upd) = $7 RETURNING 1), \
      chain_ins AS (INSERT INTO subscriptions (user_id, plan_id, until_utc) \
      SELECT (j->>'user_id')::bigint, (j->>'plan_id')::bigint, (j->>'after')::bigint \
-     FROM json_array_elements($13::json) AS j WHERE NOT (j->>'existed')::boolean \
+     FROM jsonb_array_elements($13::jsonb) AS j WHERE NOT (j->>'existed')::boolean \
      AND (SELECT count(*) FROM upd) = $7 \
      ON CONFLICT (user_id, plan_id) DO NOTHING RETURNING 1), \
      led AS (INSERT INTO ledger_entries \
      (account_id, plan_id, kind, delta, balance_after, actor, reason, reference, created_utc) \
      SELECT (j->>'account_id')::bigint, (j->>'plan_id')::bigint, 'license', (j->>'delta')::bigint, \
      (j->>'balance_after')::bigint, j->>'actor', NULL, j->>'reference', $6 \
-     FROM json_array_elements($2::json) WITH ORDINALITY AS t(j, n) \
+     FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(j, n) \
      WHERE (SELECT count(*) FROM upd) = $7 ORDER BY t.n RETURNING 1), \
      lic AS (INSERT INTO licenses \
      (license_id, user_id, plan_id, account_id, source, created_utc, starts_utc, expires_utc) \
      SELECT j->>'license_id', (j->>'user_id')::bigint, (j->>'plan_id')::bigint, \
      (j->>'account_id')::bigint, 'direct', $6, (j->>'starts_utc')::bigint, \
      (j->>'expires_utc')::bigint \
-     FROM json_array_elements($3::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
+     FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
      rec AS (INSERT INTO idempotency_records \
      (account_id, idempotency_key, operation, fingerprint, status, response_body, created_utc) \
      SELECT (j->>'account_id')::bigint, j->>'key', j->>'operation', j->>'fingerprint', 200, \
      j->>'response_body', $6 \
-     FROM json_array_elements($4::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
+     FROM jsonb_array_elements($4::jsonb) WITH ORDINALITY AS t(j, n) ORDER BY t.n RETURNING 1), \
      ev AS (INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
      SELECT j->>'event_id', (j->>'account_id')::bigint, j->>'event_type', j->>'body', $6 \
-     FROM json_array_elements($5::json) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
+     FROM jsonb_array_elements($5::jsonb) WITH ORDINALITY AS t(j, n) ORDER BY t.n \
      RETURNING id, event_id), \
      msg AS (INSERT INTO webhook_messages \
      (event_row_id, endpoint_row_id, status, attempts, next_attempt_utc) \
      SELECT ev.id, e.endpoint::bigint, 'pending', 0, $6 \
-     FROM json_array_elements($5::json) AS j JOIN ev ON ev.event_id = j->>'event_id' \
-     CROSS JOIN LATERAL json_array_elements_text(j->'endpoints') WITH ORDINALITY AS e(endpoint, n) \
+     FROM jsonb_array_elements($5::jsonb) AS j JOIN ev ON ev.event_id = j->>'event_id' \
+     CROSS JOIN LATERAL jsonb_array_elements_text(j->'endpoints') WITH ORDINALITY AS e(endpoint, n) \
      ORDER BY ev.id, e.n RETURNING 1) \
      SELECT group_rows_written((SELECT count(*) FROM upd) = $7 \
      AND (SELECT count(*) FROM led) = $8 AND (SELECT count(*) FROM lic) = $9 \
