@@ -2,10 +2,15 @@
 //! product APIs (and cross-site ones out of the panel), and an API key is told it cannot
 //! manage keys.
 
+use base64::Engine as _;
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{Endpoint, IntoResponse, Request, Response};
 
+use partner_billing::domain::Secret;
+use partner_billing::error::Error;
+use partner_billing::store::Store;
 use partner_billing::wire::ErrorCode;
+use partner_billing::{accounts, keys, operators};
 
 use crate::cross_site::is_cross_site;
 use crate::problem::{ApiError, Challenge};
@@ -17,15 +22,26 @@ const SESSIONS_PATH: &str = "/v1/billing/resellers/sessions";
 
 /// Refuses what must never reach a handler, or passes the request on. Every 401 leaves here
 /// with the challenge of its route (`Basic` for API keys, `Bearer` for sessions and tokens).
-pub async fn guard<E: Endpoint>(ep: &E, req: Request) -> poem::Result<Response> {
+pub async fn guard<E: Endpoint>(ep: &E, req: Request, store: &Store) -> poem::Result<Response> {
     if let Some(refusal) = refusal(&req) {
         return Ok(refusal.into_response());
     }
     let challenge = Challenge::for_path(req.uri().path());
+    let presented = Presented::of(&req);
     let mut response = match ep.call(req).await {
         Ok(response) => response.into_response(),
         Err(err) => err.into_response(),
     };
+    // Credentials are checked against the database in the handler, after the request has
+    // parsed: a request that did not parse is answered before they are. Refused credentials
+    // are the empty 401 whatever else is wrong with the request, so such an answer is given
+    // only once they are known to be good.
+    if matches!(response.status().as_u16(), 400 | 413 | 415)
+        && let Some(presented) = presented
+        && presented.refused(store).await
+    {
+        response = ApiError::from(Error::Unauthorized).into_response();
+    }
     if response.status() == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -85,4 +101,78 @@ fn carries_api_key(req: &Request) -> bool {
         || bearer_secret
         || req.headers().contains_key("x-client-id")
         || req.headers().contains_key("x-client-secret")
+}
+
+/// The credentials a request to an authenticated API presents, as its headers carry them.
+enum Presented {
+    /// The partner API: the dedicated headers, else HTTP Basic (the order the API reads them).
+    ApiKey { client_id: String, secret: Secret },
+    /// The product API.
+    OperatorToken(Secret),
+    /// The panel API (but signing in).
+    PanelSession(Secret),
+}
+
+impl Presented {
+    fn of(req: &Request) -> Option<Self> {
+        let path = req.uri().path();
+        if path.starts_with(PARTNER_PREFIX) {
+            if let (Some(client_id), Some(secret)) = (
+                req.header("x-client-id"),
+                req.header(crate::auth::CLIENT_SECRET_HEADER),
+            ) {
+                return Some(Self::ApiKey {
+                    client_id: client_id.to_owned(),
+                    secret: Secret::from_presented(secret),
+                });
+            }
+            let encoded = scheme_value(req, "basic ")?;
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()?;
+            let decoded = String::from_utf8(decoded).ok()?;
+            let (client_id, secret) = decoded.split_once(':')?;
+            Some(Self::ApiKey {
+                client_id: client_id.to_owned(),
+                secret: Secret::from_presented(secret),
+            })
+        } else if path.starts_with(PRODUCT_PREFIX) {
+            Some(Self::OperatorToken(Secret::from_presented(scheme_value(
+                req, "bearer ",
+            )?)))
+        } else if path.starts_with(PANEL_PREFIX) && path != SESSIONS_PATH {
+            Some(Self::PanelSession(Secret::from_presented(scheme_value(
+                req, "bearer ",
+            )?)))
+        } else {
+            None
+        }
+    }
+
+    /// Whether the database refuses these credentials (an outage is no refusal).
+    async fn refused(self, store: &Store) -> bool {
+        let outcome = match self {
+            Self::ApiKey { client_id, secret } => {
+                keys::authenticate_api_key(store, &client_id, &secret)
+                    .await
+                    .map(drop)
+            }
+            Self::OperatorToken(token) => operators::authenticate_operator(store, &token)
+                .await
+                .map(drop),
+            Self::PanelSession(token) => accounts::authenticate_session(store, &token)
+                .await
+                .map(drop),
+        };
+        matches!(outcome, Err(Error::Unauthorized))
+    }
+}
+
+/// The value of an `Authorization` header of `scheme` (lower case, with its space).
+fn scheme_value<'r>(req: &'r Request, scheme: &str) -> Option<&'r str> {
+    let value = req.header(header::AUTHORIZATION)?;
+    let prefix = value.get(..scheme.len())?;
+    prefix
+        .eq_ignore_ascii_case(scheme)
+        .then(|| value[scheme.len()..].trim())
 }

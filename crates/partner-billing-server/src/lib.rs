@@ -136,6 +136,7 @@ pub fn app(state: AppState) -> BoxEndpoint<'static> {
 /// As [`app`], with the transport settings.
 pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
     let metrics = state.metrics.clone();
+    let guard_store = state.store.clone();
     let service = service();
     let raw_spec = service.spec();
     let document = openapi_document();
@@ -167,7 +168,10 @@ pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
         // A panic answers 500 like any internal error; its message is never sent (the panic
         // hook of `command` logs where it happened, not what it said).
         .with(poem::middleware::CatchPanic::new().with_handler(panic_response))
-        .around(|ep, req| async move { guard::guard(&ep, req).await })
+        .around(move |ep, req| {
+            let store = guard_store.clone();
+            async move { guard::guard(&ep, req, &store).await }
+        })
         .around(move |ep, req| {
             let docs_csp = docs_csp.clone();
             async move { headers::secure_headers(&ep, req, &docs_csp, options.https).await }

@@ -13,7 +13,8 @@ both_databases!(
     revocation_suspension_and_reinstatement_act_on_the_next_request,
     both_credential_forms_authenticate,
     concurrent_key_checks_each_answer_their_own_caller,
-    concurrent_operator_token_checks_each_answer_their_own_caller
+    concurrent_operator_token_checks_each_answer_their_own_caller,
+    refused_credentials_are_the_empty_401_even_when_the_request_does_not_parse
 );
 
 const BALANCES: &str = "/v1/billing/partner/balances";
@@ -264,6 +265,112 @@ async fn revocation_suspension_and_reinstatement_act_on_the_next_request(db: Db)
         "revocation acts on the next request"
     );
     assert_eq!(ok(&app, &second_secret).await.unwrap().status(), 200);
+    app.stop().await;
+}
+
+/// A request with refused credentials is the empty 401 even when its body or a parameter does
+/// not parse (which good credentials get a 400 for), on every authenticated API; nothing moves.
+async fn refused_credentials_are_the_empty_401_even_when_the_request_does_not_parse(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    app.plan("pro").await;
+    app.user("alice").await;
+    let r = app.reseller().await;
+    app.credit(&r, "pro", 5).await;
+    let wrong = Reseller {
+        secret: format!("{}x", r.secret),
+        ..r.clone()
+    };
+    let licenses = app.url("/v1/billing/partner/licenses");
+    let basic = |who: &Reseller| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD
+                .encode(format!("{}:{}", who.client_id, who.secret))
+        )
+    };
+    for (who, expect_401) in [(&wrong, true), (&r, false)] {
+        let unparsed_body = app
+            .http
+            .post(&licenses)
+            .header("X-Client-Id", &who.client_id)
+            .header("X-Client-Secret", &who.secret)
+            .header("Content-Type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        let not_json = app
+            .http
+            .post(app.url("/v1/billing/partner/promo-codes/void"))
+            .header("Authorization", basic(who))
+            .header("Content-Type", "text/plain")
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        let unparsed_limit = app
+            .http
+            .get(format!("{licenses}?limit=abc"))
+            .header("X-Client-Id", &who.client_id)
+            .header("X-Client-Secret", &who.secret)
+            .send()
+            .await
+            .unwrap();
+        for (what, response) in [
+            ("a body that is not JSON", unparsed_body),
+            ("a body that is not a JSON type", not_json),
+            ("a limit that is not a number", unparsed_limit),
+        ] {
+            if expect_401 {
+                expect_empty_401(what, response).await;
+            } else {
+                assert!(
+                    matches!(response.status().as_u16(), 400 | 415),
+                    "{what}: {}",
+                    response.status()
+                );
+            }
+        }
+    }
+
+    // The product API's token and the panel's session, likewise.
+    let token = app.operator_token("backend").await;
+    for (bearer, method, path, expect_401) in [
+        (
+            format!("{token}x"),
+            Method::POST,
+            "/v1/billing/product/users",
+            true,
+        ),
+        (
+            token.clone(),
+            Method::POST,
+            "/v1/billing/product/users",
+            false,
+        ),
+        (
+            "rps_not-a-session".to_owned(),
+            Method::PUT,
+            "/v1/billing/resellers/me/password",
+            true,
+        ),
+    ] {
+        let response = app
+            .http
+            .request(method, app.url(path))
+            .bearer_auth(&bearer)
+            .header("Content-Type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        if expect_401 {
+            expect_empty_401(path, response).await;
+        } else {
+            assert_eq!(response.status(), 400, "{path}");
+        }
+    }
+    assert_eq!(app.balance(&r, "pro").await, Some(5));
     app.stop().await;
 }
 
