@@ -123,7 +123,7 @@ pub(crate) fn write_failure(
 }
 
 /// A license as the reseller sees it, one `name: value` line per member.
-fn license_fields(license: &LicenseRecord) -> String {
+pub(crate) fn license_fields(license: &LicenseRecord) -> String {
     fields(&[
         ("licenseId", license.license_id.clone()),
         ("plan", license.plan_slug.clone()),

@@ -125,7 +125,9 @@ fn license_row(l: &LicenseRecord) -> Vec<String> {
         l.plan_slug.clone(),
         l.source.clone(),
         utc(l.created_utc),
+        utc(l.starts_utc),
         opt_utc(l.expires_utc),
+        opt_utc(l.revoked_utc),
     ]
 }
 
@@ -141,7 +143,9 @@ pub async fn license_list(base_url: &str, args: LicenseListArgs, out: Output) ->
     out.emit(&page, || {
         let rows: Vec<Vec<String>> = page.licenses.iter().map(license_row).collect();
         table(
-            &["LICENSE", "LOGIN", "PLAN", "SOURCE", "CREATED", "EXPIRES"],
+            &[
+                "LICENSE", "LOGIN", "PLAN", "SOURCE", "CREATED", "STARTS", "EXPIRES", "REVOKED",
+            ],
             &rows,
         )
     })?;
@@ -153,17 +157,7 @@ pub async fn license_show(base_url: &str, args: LicenseShowArgs, out: Output) ->
     let license = client(base_url, args.auth)?
         .license(&args.license_id)
         .await?;
-    out.emit(&license, || {
-        fields(&[
-            ("licenseId", license.license_id.clone()),
-            ("plan", license.plan_slug.clone()),
-            ("login", license.login.clone()),
-            ("source", license.source.clone()),
-            ("batchId", opt(license.batch_id.as_deref())),
-            ("created", utc(license.created_utc)),
-            ("expires", opt_utc(license.expires_utc)),
-        ])
-    })?;
+    out.emit(&license, || crate::partner::license_fields(&license))?;
     Ok(ExitCode::SUCCESS)
 }
 

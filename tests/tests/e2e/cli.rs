@@ -197,6 +197,24 @@ async fn readme_walkthrough(db: Db) {
     assert!(revoked["revokedUtc"].as_i64().is_some(), "{revoked}");
     let again = cli.json(&["--json", "license", "revoke", "--license-id", id], None);
     assert_eq!(again, revoked);
+    // In text, `show` and `list` say it is revoked, and when its period starts.
+    let shown = cli.run(&["license", "show", "--license-id", id], None);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let lines: Vec<&str> = shown.lines().map(str::trim).collect();
+    assert!(lines.iter().any(|l| l.starts_with("starts:")), "{shown}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("revoked:") && !l.ends_with('-')),
+        "{shown}"
+    );
+    let listed = cli.run(&["license", "list"], None);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let header = listed.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("STARTS") && header.contains("REVOKED"),
+        "{listed}"
+    );
     let unknown = cli.run(&["license", "revoke", "--license-id", "nope"], None);
     assert!(!unknown.status.success());
     let stderr = String::from_utf8_lossy(&unknown.stderr);
