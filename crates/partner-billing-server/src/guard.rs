@@ -103,74 +103,103 @@ fn carries_api_key(req: &Request) -> bool {
         || req.headers().contains_key("x-client-secret")
 }
 
-/// The credentials a request to an authenticated API presents, as its headers carry them.
-enum Presented {
-    /// The partner API: the dedicated headers, else HTTP Basic (the order the API reads them).
-    ApiKey { client_id: String, secret: Secret },
-    /// The product API.
-    OperatorToken(Secret),
-    /// The panel API (but signing in).
-    PanelSession(Secret),
+/// The credential headers of a request to an authenticated API, kept while it is served:
+/// copies of the header values (shared buffers, no allocation), read only when the answer
+/// needs them.
+struct Presented {
+    api: Api,
+    client_id: Option<HeaderValue>,
+    secret: Option<HeaderValue>,
+    authorization: Option<HeaderValue>,
+}
+
+/// The authenticated APIs and their credential.
+#[derive(Clone, Copy)]
+enum Api {
+    /// API key: the dedicated headers, else HTTP Basic (the order the API reads them).
+    Partner,
+    /// Operator token.
+    Product,
+    /// Panel session (but signing in).
+    Panel,
 }
 
 impl Presented {
     fn of(req: &Request) -> Option<Self> {
         let path = req.uri().path();
-        if path.starts_with(PARTNER_PREFIX) {
-            if let (Some(client_id), Some(secret)) = (
-                req.header("x-client-id"),
-                req.header(crate::auth::CLIENT_SECRET_HEADER),
-            ) {
-                return Some(Self::ApiKey {
-                    client_id: client_id.to_owned(),
-                    secret: Secret::from_presented(secret),
-                });
-            }
-            let encoded = scheme_value(req, "basic ")?;
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .ok()?;
-            let decoded = String::from_utf8(decoded).ok()?;
-            let (client_id, secret) = decoded.split_once(':')?;
-            Some(Self::ApiKey {
-                client_id: client_id.to_owned(),
-                secret: Secret::from_presented(secret),
-            })
+        let api = if path.starts_with(PARTNER_PREFIX) {
+            Api::Partner
         } else if path.starts_with(PRODUCT_PREFIX) {
-            Some(Self::OperatorToken(Secret::from_presented(scheme_value(
-                req, "bearer ",
-            )?)))
+            Api::Product
         } else if path.starts_with(PANEL_PREFIX) && path != SESSIONS_PATH {
-            Some(Self::PanelSession(Secret::from_presented(scheme_value(
-                req, "bearer ",
-            )?)))
+            Api::Panel
         } else {
-            None
-        }
+            return None;
+        };
+        let headers = req.headers();
+        Some(Self {
+            api,
+            client_id: headers.get("x-client-id").cloned(),
+            secret: headers.get(crate::auth::CLIENT_SECRET_HEADER).cloned(),
+            authorization: headers.get(header::AUTHORIZATION).cloned(),
+        })
     }
 
-    /// Whether the database refuses these credentials (an outage is no refusal).
+    /// Whether the database refuses these credentials (an outage is no refusal; a request
+    /// without them was refused before its handler).
     async fn refused(self, store: &Store) -> bool {
-        let outcome = match self {
-            Self::ApiKey { client_id, secret } => {
+        let outcome = match self.api {
+            Api::Partner => {
+                let key = match (text(&self.client_id), text(&self.secret)) {
+                    (Some(id), Some(secret)) => Some((id.to_owned(), secret.to_owned())),
+                    _ => basic(text(&self.authorization)),
+                };
+                let Some((client_id, secret)) = key else {
+                    return false;
+                };
+                let secret = Secret::from_presented(secret);
                 keys::authenticate_api_key(store, &client_id, &secret)
                     .await
                     .map(drop)
             }
-            Self::OperatorToken(token) => operators::authenticate_operator(store, &token)
-                .await
-                .map(drop),
-            Self::PanelSession(token) => accounts::authenticate_session(store, &token)
-                .await
-                .map(drop),
+            Api::Product | Api::Panel => {
+                let Some(token) = scheme_value(text(&self.authorization), "bearer ") else {
+                    return false;
+                };
+                let token = Secret::from_presented(token);
+                if let Api::Product = self.api {
+                    operators::authenticate_operator(store, &token)
+                        .await
+                        .map(drop)
+                } else {
+                    accounts::authenticate_session(store, &token)
+                        .await
+                        .map(drop)
+                }
+            }
         };
         matches!(outcome, Err(Error::Unauthorized))
     }
 }
 
+/// A header's value as text, if it is.
+fn text(value: &Option<HeaderValue>) -> Option<&str> {
+    value.as_ref().and_then(|v| v.to_str().ok())
+}
+
+/// The client id and secret of an `Authorization: Basic` value.
+fn basic(authorization: Option<&str>) -> Option<(String, String)> {
+    let encoded = scheme_value(authorization, "basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let (client_id, secret) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some((client_id.to_owned(), secret.to_owned()))
+}
+
 /// The value of an `Authorization` header of `scheme` (lower case, with its space).
-fn scheme_value<'r>(req: &'r Request, scheme: &str) -> Option<&'r str> {
-    let value = req.header(header::AUTHORIZATION)?;
+fn scheme_value<'v>(authorization: Option<&'v str>, scheme: &str) -> Option<&'v str> {
+    let value = authorization?;
     let prefix = value.get(..scheme.len())?;
     prefix
         .eq_ignore_ascii_case(scheme)
