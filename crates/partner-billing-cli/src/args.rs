@@ -49,6 +49,24 @@ pub fn idempotency_key(value: &str) -> Result<IdempotencyKey, String> {
     IdempotencyKey::parse("idempotencyKey", value).map_err(message)
 }
 
+/// A number in `lo..=hi`; clap's message names the flag and the range, and a number out of
+/// range is a usage error (exit 2), like a malformed one.
+pub fn in_range(lo: i64, hi: i64) -> clap::builder::RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(lo..=hi)
+}
+
+/// A quota adjustment: a non-zero number of units, at most the largest credit either way.
+pub fn adjustment_units(value: &str) -> Result<i64, String> {
+    let units: i64 = value
+        .parse()
+        .map_err(|_| format!("`{value}` is not a whole number"))?;
+    let max = partner_billing::limits::CREDIT_MAX_UNITS;
+    if units == 0 || units.abs() > max {
+        return Err(format!("must be between -{max} and {max}, and not 0"));
+    }
+    Ok(units)
+}
+
 /// A mistake in how the command was called (a missing password on stdin, a missing
 /// credential in the environment): exit status 2, like clap's own usage errors.
 #[derive(Debug)]

@@ -140,7 +140,11 @@ enum AlertsCommand {
         #[arg(long, value_name = "S")]
         plan: String,
         /// The threshold; 0 turns the alert off.
-        #[arg(long, value_name = "N")]
+        #[arg(
+            long,
+            value_name = "N",
+            value_parser = crate::args::in_range(0, partner_billing::limits::LOW_BALANCE_THRESHOLD_MAX)
+        )]
         below: i64,
     },
 }

@@ -45,6 +45,9 @@ pub const WEBHOOK_EVENT_TYPES_MAX_ITEMS: usize = 16;
 pub const LOW_BALANCE_THRESHOLD_MAX: i64 = 1_000_000_000;
 /// Units of one operator credit.
 pub const CREDIT_MAX_UNITS: i64 = 1_000_000_000;
+/// A plan's day counts (subscription length, code validity) and redemptions per code: 1 to
+/// 36 500.
+pub const PLAN_SETTING_MAX: i64 = 36_500;
 /// Active API keys per account.
 pub const MAX_ACTIVE_API_KEYS: usize = 5;
 /// Webhook endpoints per account.

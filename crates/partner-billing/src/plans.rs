@@ -7,6 +7,7 @@ use crate::audit::{Action, Entry, Origin};
 use crate::db::is_unique_violation;
 use crate::domain::{InvalidField, Login, PlanId, PlanSlug, UserId};
 use crate::error::{Error, Result};
+use crate::limits;
 use crate::store::Store;
 use crate::utc::SECONDS_PER_DAY;
 use crate::wire::EndUser;
@@ -56,8 +57,11 @@ impl NewPlan {
         }
         let positive = |field, value: Option<i64>, default| match value {
             None => Ok(default),
-            Some(v) if (1..=36_500).contains(&v) => Ok(v),
-            Some(_) => Err(InvalidField::new(field, "must be between 1 and 36500")),
+            Some(v) if (1..=limits::PLAN_SETTING_MAX).contains(&v) => Ok(v),
+            Some(_) => Err(InvalidField::new(
+                field,
+                format!("must be between 1 and {}", limits::PLAN_SETTING_MAX),
+            )),
         };
         let duration_days = match duration_days {
             None => None,

@@ -354,7 +354,10 @@ async fn stored_outcome(
 /// a code), still running, or [`Error::RequestNotFound`] (it never arrived, or was refused:
 /// refusals are not recorded).
 pub async fn request_status(store: &Store, account_id: i64, key: &str) -> Result<RequestStatus> {
-    let key = IdempotencyKey::parse("idempotencyKey", key)?;
+    // A key no write could carry has no record: the same answer as any unknown key.
+    let Ok(key) = IdempotencyKey::parse("idempotencyKey", key) else {
+        return Err(Error::RequestNotFound);
+    };
     if let Some(record) = stored_outcome(store, account_id, &key).await? {
         return succeeded(&key, record);
     }

@@ -316,16 +316,28 @@ async fn refused_credentials_are_the_empty_401_even_when_the_request_does_not_pa
             .send()
             .await
             .unwrap();
+        // Over the 16 KiB body limit: refused before it is read.
+        let too_large = app
+            .http
+            .post(&licenses)
+            .header("X-Client-Id", &who.client_id)
+            .header("X-Client-Secret", &who.secret)
+            .header("Content-Type", "application/json")
+            .body(format!(r#"{{"planSlug":"{}"}}"#, "p".repeat(17 * 1024)))
+            .send()
+            .await
+            .unwrap();
         for (what, response) in [
             ("a body that is not JSON", unparsed_body),
             ("a body that is not a JSON type", not_json),
             ("a limit that is not a number", unparsed_limit),
+            ("a body over the limit", too_large),
         ] {
             if expect_401 {
                 expect_empty_401(what, response).await;
             } else {
                 assert!(
-                    matches!(response.status().as_u16(), 400 | 415),
+                    matches!(response.status().as_u16(), 400 | 413 | 415),
                     "{what}: {}",
                     response.status()
                 );

@@ -367,7 +367,44 @@ async fn refused_corrections_exit_1_with_one_line_and_nothing_changed(db: Db) {
         true
     );
 
-    // Usage errors stay exit 2.
+    // Usage errors stay exit 2, a number out of its range as much as a malformed one.
+    let out_of_range = |kind: &str, units: &str| {
+        let mut args = vec!["admin", "quota", kind, "--client-id", r.client_id.as_str()];
+        args.extend(["--plan", "pro", "--units", units, "--reason", "x"]);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let mut out_of_range_flags = vec![
+        out_of_range("credit", "0"),
+        out_of_range("credit", "1000000001"),
+        out_of_range("adjust", "0"),
+        out_of_range("adjust", "-1000000001"),
+    ];
+    for (flag, value) in [
+        ("--duration-days", "0"),
+        ("--redemptions-per-code", "36501"),
+        ("--code-validity-days", "0"),
+    ] {
+        let args = [
+            "admin", "plan", "create", "--slug", "new", "--name", "New", flag, value,
+        ];
+        out_of_range_flags.push(args.map(str::to_owned).to_vec());
+    }
+    for limit in ["0", "501"] {
+        let args = ["admin", "audit", "log", "--limit", limit];
+        out_of_range_flags.push(args.map(str::to_owned).to_vec());
+    }
+    for args in &out_of_range_flags {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cli.run(&args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("not in") || stderr.contains("between"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let plans = cli.run(&["admin", "--json", "plan", "list"], None);
+    assert!(!String::from_utf8_lossy(&plans.stdout).contains("\"new\""));
     for args in [
         vec!["admin", "quota", "credit", "--client-id", "not-a-client"],
         vec![

@@ -478,7 +478,15 @@ async fn a_request_is_looked_up_by_its_key(db: Db) {
         .await;
     assert!(matches!(refused, Err(Error::InsufficientQuota { .. })));
     let after_writes = state(&app).await;
-    for missing in ["too-big-0001", "never-sent-0001"] {
+    // A key no write could carry (too short, too long) has no record either: the same 404,
+    // not a validation error, so the lookup answers one question whatever it is asked.
+    let too_long = "k".repeat(129);
+    for missing in [
+        "too-big-0001",
+        "never-sent-0001",
+        "short",
+        too_long.as_str(),
+    ] {
         let (status, body) =
             get(&app, &r, &format!("/v1/billing/partner/requests/{missing}")).await;
         assert_eq!(status, 404, "{missing}");
@@ -488,12 +496,6 @@ async fn a_request_is_looked_up_by_its_key(db: Db) {
         client.request_status("never-sent-0001").await,
         Err(Error::RequestNotFound { .. })
     ));
-    // Too short to be a key.
-    assert_invalid(
-        "short key",
-        &get(&app, &r, "/v1/billing/partner/requests/short").await,
-        "idempotencyKey",
-    );
     assert_eq!(state(&app).await, after_writes);
     assert_ne!(before, after_writes);
 }

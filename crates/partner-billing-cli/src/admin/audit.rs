@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 use partner_billing::domain::ClientId;
+use partner_billing::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use partner_billing::store::Store;
 use partner_billing::{audit_log, quota};
 use serde_json::json;
@@ -26,7 +27,12 @@ pub enum AuditCommand {
         #[arg(long, value_name = "UNIX")]
         since: Option<i64>,
         /// At most this many entries (1-500).
-        #[arg(long, value_name = "N", default_value_t = 100)]
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = PAGE_LIMIT_DEFAULT,
+            value_parser = args::in_range(1, PAGE_LIMIT_MAX)
+        )]
         limit: i64,
         /// Continue after the last entry of an earlier page (its `nextCursor`).
         #[arg(long, value_name = "CURSOR")]

@@ -7,6 +7,7 @@ use anyhow::Result;
 use clap::Subcommand;
 use partner_billing::audit::Origin;
 use partner_billing::domain::{ClientId, PlanSlug};
+use partner_billing::limits::CREDIT_MAX_UNITS;
 use partner_billing::quota::{self, Corrected, Correction};
 use partner_billing::store::Store;
 use serde_json::json;
@@ -25,7 +26,7 @@ pub enum QuotaCommand {
         #[arg(long, value_name = "S", value_parser = args::plan_slug)]
         plan: PlanSlug,
         /// How many units to add (1-1000000000).
-        #[arg(long, value_name = "U")]
+        #[arg(long, value_name = "U", value_parser = args::in_range(1, CREDIT_MAX_UNITS))]
         units: i64,
         /// Why, for the ledger and the audit trail (1-500 characters, no control characters).
         #[arg(long, value_name = "TEXT")]
@@ -44,7 +45,12 @@ pub enum QuotaCommand {
         #[arg(long, value_name = "S", value_parser = args::plan_slug)]
         plan: PlanSlug,
         /// Units to add, or with a minus sign to take away (`--units -3`).
-        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        #[arg(
+            long,
+            value_name = "N",
+            allow_negative_numbers = true,
+            value_parser = args::adjustment_units
+        )]
         units: i64,
         /// Why, for the ledger and the audit trail (1-500 characters, no control characters).
         #[arg(long, value_name = "TEXT")]
