@@ -154,8 +154,9 @@ fn usage_error(err: &clap::Error) -> ExitCode {
             let _ = err.print();
             return ExitCode::SUCCESS;
         }
+        // No command at all: one line like every other usage error, not the whole help.
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let _ = err.print();
+            eprintln!("error: a command is required (see --help)");
             return ExitCode::from(2);
         }
         _ => {}

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use partner_billing::domain::{Login, PlanSlug};
+use partner_billing::domain::{IdempotencyKey, Login, PlanSlug};
 use partner_billing::wire::{LicenseRecord, PromoBatchSummary};
 use partner_billing_client::{LedgerQuery, LicenseQuery, PageQuery};
 
@@ -105,7 +105,8 @@ pub enum RequestCommand {
     /// Shows what became of a write sent with this idempotency key, without sending it again.
     Show {
         /// The idempotency key of the write.
-        key: String,
+        #[arg(value_parser = args::idempotency_key)]
+        key: IdempotencyKey,
         #[command(flatten)]
         auth: ClientIdOpt,
     },
@@ -295,7 +296,7 @@ pub async fn ledger(base_url: &str, args: LedgerArgs, out: Output) -> Result<Exi
 
 pub async fn request(base_url: &str, args: RequestArgs, out: Output) -> Result<ExitCode> {
     let RequestCommand::Show { key, auth } = args.command;
-    let status = client(base_url, auth)?.request_status(&key).await?;
+    let status = client(base_url, auth)?.request_status(key.as_str()).await?;
     out.emit(&status, || {
         fields(&[
             ("idempotencyKey", status.idempotency_key.clone()),

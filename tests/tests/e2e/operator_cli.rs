@@ -406,6 +406,9 @@ async fn refused_corrections_exit_1_with_one_line_and_nothing_changed(db: Db) {
     let plans = cli.run(&["admin", "--json", "plan", "list"], None);
     assert!(!String::from_utf8_lossy(&plans.stdout).contains("\"new\""));
     for args in [
+        // No command at all, and a key no request could carry.
+        vec![],
+        vec!["request", "show", "abc"],
         vec!["admin", "quota", "credit", "--client-id", "not-a-client"],
         vec![
             "admin",
@@ -423,6 +426,9 @@ async fn refused_corrections_exit_1_with_one_line_and_nothing_changed(db: Db) {
     ] {
         let out = cli.run(&args, None);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
     }
     assert_eq!(state().await, before);
     app.stop().await;

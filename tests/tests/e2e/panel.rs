@@ -448,6 +448,20 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
     assert!(licenses.body.contains("<td>alice</td>"));
     let nobody = get(&app, "/panel/licenses?login=bob", &cookie).await;
     assert!(nobody.body.contains("No licenses for this login"));
+    // A filter that is not a login: the error beside the form, the input kept, the page's
+    // navigation (and its Sign out) still there.
+    let too_long = "a".repeat(255);
+    let refused = get(&app, &format!("/panel/licenses?login={too_long}"), &cookie).await;
+    assert_eq!(refused.status, 400);
+    assert!(refused.body.contains("id=\"login-filter-error\""));
+    assert!(refused.body.contains(&format!("value=\"{too_long}\"")));
+    assert!(refused.body.contains("/panel/logout"));
+    assert!(!refused.body.contains("<table id=\"licenses\">"));
+    // A cursor the panel did not make is the client's mistake, not the server's.
+    let bad_cursor = get(&app, "/panel/licenses?cursor=not-a-cursor", &cookie).await;
+    assert_eq!(bad_cursor.status, 400);
+    assert!(bad_cursor.body.contains("Not a valid page"));
+    assert!(!bad_cursor.body.contains("on our side"));
     // The first account sees none of it.
     let other = get(
         &app,

@@ -18,6 +18,8 @@ fn refuses_to_start(dir: &TempDir, key_file: Option<&std::path::Path>) -> String
             format!("sqlite://{}", database.display()),
         )
         .env("PARTNER_BILLING_LISTEN", "127.0.0.1:0")
+        // The refusal stays one line even where backtraces are asked for.
+        .env("RUST_BACKTRACE", "1")
         .current_dir(&dir.path)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -29,7 +31,11 @@ fn refuses_to_start(dir: &TempDir, key_file: Option<&std::path::Path>) -> String
         !output.status.success(),
         "the server started with a bad master key"
     );
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    stderr
 }
 
 #[test]

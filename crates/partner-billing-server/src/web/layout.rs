@@ -52,12 +52,23 @@ pub fn message_page(status: StatusCode, title: &str, message: &str) -> Response 
 /// The page for a core failure: the same status as the JSON API would give, never details.
 pub fn failure(err: partner_billing::Error) -> Response {
     let status = ApiError::from(err).into_response().status();
-    let message = if status == StatusCode::SERVICE_UNAVAILABLE {
-        "The service is briefly unavailable. Try again in a moment."
-    } else {
-        "Something went wrong on our side. Try again; if it persists, contact support."
+    let (title, message) = match status {
+        StatusCode::SERVICE_UNAVAILABLE => (
+            "Not available",
+            "The service is briefly unavailable. Try again in a moment.",
+        ),
+        // A page address the panel did not make, or made for another list (a cursor).
+        StatusCode::BAD_REQUEST => (
+            "Not a valid page",
+            "This page address is not one the panel made. Start again from the list's first page.",
+        ),
+        StatusCode::NOT_FOUND => ("Not found", "There is no such item in this account."),
+        _ => (
+            "Not available",
+            "Something went wrong on our side. Try again; if it persists, contact support.",
+        ),
     };
-    message_page(status, "Not available", message)
+    message_page(status, title, message)
 }
 
 /// A Unix time as the panel shows it: `2026-11-23 06:00 UTC`, with the machine-readable form

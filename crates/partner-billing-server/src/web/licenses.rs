@@ -33,6 +33,8 @@ struct LicensesPage {
     csrf: String,
     current: &'static str,
     login: String,
+    /// Why the login in the filter was refused, shown beside it (the input kept).
+    error: Option<&'static str>,
     licenses: Vec<LicenseRow>,
     older: Option<String>,
     newer: Option<String>,
@@ -81,10 +83,19 @@ pub async fn page(
         text => match Login::parse("login", text) {
             Ok(login) => Some(login),
             Err(_) => {
-                return layout::message_page(
+                return layout::render(
                     StatusCode::BAD_REQUEST,
-                    "Not a login",
-                    "A login is 1-254 characters without control characters. Show all licenses, or filter by another login.",
+                    &LicensesPage {
+                        csrf: who.csrf,
+                        current: "licenses",
+                        login,
+                        error: Some(
+                            "Not a login: a login is 1-254 characters without control characters.",
+                        ),
+                        licenses: Vec::new(),
+                        older: None,
+                        newer: None,
+                    },
                 );
             }
         },
@@ -119,6 +130,7 @@ pub async fn page(
             csrf: who.csrf,
             current: "licenses",
             login,
+            error: None,
             licenses,
             older: page.older,
             newer: page.newer,
