@@ -69,7 +69,9 @@ fn bucket_of(now: i64) -> i64 {
     now - now.rem_euclid(BUCKET_SECONDS)
 }
 
-/// The attempts of `subject` within `limit`'s window, and the start of its oldest bucket.
+/// The attempts of `subject` within `limit`'s window, and the start of its oldest bucket that
+/// holds one (a bucket whose attempts were all taken back, by successes, counts for nothing:
+/// a `Retry-After` from it would send the caller back too early).
 async fn window(store: &Store, limit: Limit, subject: &str) -> Result<(i64, Option<i64>)> {
     let since = store.now_utc() - limit.window_seconds;
     #[derive(sqlx::FromRow)]
@@ -80,7 +82,7 @@ async fn window(store: &Store, limit: Limit, subject: &str) -> Result<(i64, Opti
     let row: Window = sqlx::query_as(
         "SELECT CAST(SUM(attempts) AS BIGINT) AS attempts, MIN(bucket_utc) AS oldest \
          FROM abuse_attempts \
-         WHERE kind = $1 AND subject = $2 AND bucket_utc > $3",
+         WHERE kind = $1 AND subject = $2 AND bucket_utc > $3 AND attempts > 0",
     )
     .bind(limit.kind)
     .bind(subject)

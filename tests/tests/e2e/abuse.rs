@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 both_databases!(
     sign_in_failures_are_limited_per_client_id_across_replicas,
+    waiting_out_retry_after_is_enough,
     sign_in_failures_are_limited_per_address,
     sign_in_storm_stays_bounded_and_api_keys_are_served,
     a_zero_balance_answers_402_for_registered_and_unknown_logins,
@@ -94,6 +95,35 @@ async fn sign_in_failures_are_limited_per_client_id_across_replicas(db: Db) {
     let token = app.session(&other.client_id, &other.password).await;
     assert!(token.starts_with("rps_"));
     replica.stop().await;
+    app.stop().await;
+}
+
+/// `Retry-After` is exact: one second early is still refused, and waiting it out is enough,
+/// even when a success earlier in the window left its minute's count at zero.
+async fn waiting_out_retry_after_is_enough(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    // A success is counted and taken back: its minute stays, with no attempt in it.
+    let signed_in = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
+    assert_eq!(signed_in.status(), 201);
+    app.store.clock().advance(180);
+    for i in 0..10 {
+        let response = sign_in(&app.http, &app.base_url, &r.client_id, "wrong password").await;
+        assert_eq!(response.status(), 401, "failure {i}");
+    }
+    let refused = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
+    let retry_after: i64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_rate_limited("past the limit", refused, 15 * 60).await;
+    app.store.clock().advance(retry_after - 1);
+    let early = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
+    assert_rate_limited("one second early", early, 1).await;
+    app.store.clock().advance(1);
+    let waited = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
+    assert_eq!(waited.status(), 201, "after Retry-After");
     app.stop().await;
 }
 
