@@ -75,7 +75,8 @@ pub fn parse_roll_grace(value: Option<i64>) -> std::result::Result<i64, InvalidF
 /// the result and nowhere else) and lets the old key work for `expires_in_seconds` more (see
 /// [`parse_roll_grace`]). Rolling a key that is already in its grace period never lengthens it.
 /// An unknown key, another account's, a revoked or an expired one is
-/// [`Error::ApiKeyNotFound`]; with five active keys it is [`Error::ApiKeyLimitReached`]. Either
+/// [`Error::ApiKeyNotFound`]; with five active keys and a grace period it is
+/// [`Error::ApiKeyLimitReached`] (rolled now, the old key stops counting first). Either
 /// way nothing changes: the check, the new key and the old key's expiry are one transaction
 /// under the account's lock.
 pub async fn roll_api_key(
@@ -101,12 +102,14 @@ pub async fn roll_api_key(
     .await?
     .ok_or(Error::ApiKeyNotFound)?;
     let expires_utc = old.expires_utc.map_or(now + grace, |t| t.min(now + grace));
-    let created = insert_key(store, &mut tx, account_id, client_id, old.name, now).await?;
+    // The old key's end first: rolled "now", it no longer counts toward the five active keys,
+    // so an account at the limit can still replace a key.
     sqlx::query("UPDATE api_keys SET expires_utc = $1 WHERE id = $2")
         .bind(expires_utc)
         .bind(old.id)
         .execute(&mut *tx)
         .await?;
+    let created = insert_key(store, &mut tx, account_id, client_id, old.name, now).await?;
     let written = Entry::new(Action::ApiKeyRolled, Some(account_id))
         .id("apiKeyId", api_key_id.as_str())
         .id("newApiKeyId", created.api_key_id.clone())

@@ -341,9 +341,10 @@ async fn new_key_counts_toward_five_and_expired_keys_do_not(db: Db) {
             .count(),
         5
     );
-    // Five active: a roll is refused and changes nothing, and so is a creation.
+    // Five active: a roll with a grace period is refused and changes nothing, and so is a
+    // creation.
     for id in [&new.api_key_id, &r.api_key_id] {
-        let err = panel.roll_api_key(id, Some(0)).await.unwrap_err();
+        let err = panel.roll_api_key(id, Some(1)).await.unwrap_err();
         assert!(matches!(err, Error::ApiKeyLimitReached { .. }), "{err:?}");
         assert_eq!(err.status(), Some(409));
         assert_eq!(panel.list_api_keys().await.unwrap(), full);
@@ -352,6 +353,26 @@ async fn new_key_counts_toward_five_and_expired_keys_do_not(db: Db) {
         panel.create_api_key(None).await.unwrap_err(),
         Error::ApiKeyLimitReached { .. }
     ));
+    // Rolled now, the old key is expired before the new one is counted: a full account can
+    // still replace a key, and stays at five.
+    let k0 = full
+        .api_keys
+        .iter()
+        .find(|k| k.name.as_deref() == Some("k0"))
+        .expect("k0")
+        .api_key_id
+        .clone();
+    let replaced = panel.roll_api_key(&k0, Some(0)).await.unwrap();
+    let after = panel.list_api_keys().await.unwrap();
+    assert_eq!(key(&after, &k0).status, "expired");
+    assert_eq!(key(&after, &replaced.api_key_id).status, "active");
+    let active = |list: &ApiKeyList| {
+        list.api_keys
+            .iter()
+            .filter(|k| k.status == "active")
+            .count()
+    };
+    assert_eq!(active(&after), 5);
     // Once the rolled key expires it no longer counts: a slot is free again.
     app.store.clock().advance(600);
     assert_eq!(
@@ -360,7 +381,7 @@ async fn new_key_counts_toward_five_and_expired_keys_do_not(db: Db) {
     );
     panel.roll_api_key(&new.api_key_id, Some(60)).await.unwrap();
     let list = panel.list_api_keys().await.unwrap();
-    assert_eq!(list.api_keys.len(), 6);
+    assert_eq!(list.api_keys.len(), 7);
     assert_eq!(
         list.api_keys
             .iter()
