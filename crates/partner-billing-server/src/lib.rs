@@ -160,41 +160,30 @@ pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
             "/docs",
             poem::endpoint::make_sync(move |_| poem::web::Html(swagger.clone()).into_response()),
         )
-        // Each layer below is boxed: its future then holds the next one's as a pointer. Nested
-        // unboxed, a request's future grew about twofold per layer, to 20 KiB moved into the
-        // heap on every request; boxed, it is 1.5 KiB (docs/performance.md, "Reads").
-        //
         // Before routing: a path segment that is not text reaches its handler as a malformed
         // value, not as poem's bare 400.
         .around(|ep, req| async move { path_text::text_segments(&ep, req).await })
-        .boxed()
         .data(state)
         .catch_all_error(|err: poem::Error| async move { error_response(err) })
         // A panic answers 500 like any internal error; its message is never sent (the panic
         // hook of `command` logs where it happened, not what it said).
         .with(poem::middleware::CatchPanic::new().with_handler(panic_response))
-        .boxed()
         .around(move |ep, req| {
             let store = guard_store.clone();
             async move { guard::guard(&ep, req, &store).await }
         })
-        .boxed()
         .around(move |ep, req| {
             let docs_csp = docs_csp.clone();
             async move { headers::secure_headers(&ep, req, &docs_csp, options.https).await }
         })
-        .boxed()
         .around(|ep, req| async move { Ok(add_allow_header(&ep, req).await) })
-        .boxed()
         // Operations, once for every route: the access log inside the request's span, the
         // metrics around it, and the request id outermost, so every line and answer has it.
         .around(|ep, req| async move { Ok(access_log::log_request(&ep, req).await) })
-        .boxed()
         .around(move |ep, req| {
             let metrics = metrics.clone();
             async move { Ok(metrics::count_request(&metrics, &ep, req).await) }
         })
-        .boxed()
         .around(|ep, req| async move { Ok(request_id::with_request_id(&ep, req).await) })
         .boxed()
 }
