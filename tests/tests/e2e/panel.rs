@@ -462,6 +462,21 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
     assert_eq!(bad_cursor.status, 400);
     assert!(bad_cursor.body.contains("Not a valid page"));
     assert!(!bad_cursor.body.contains("on our side"));
+    // Signed in, a message page has its Sign out button as every page does.
+    for path in [
+        "/panel/licenses?cursor=not-a-cursor",
+        "/panel/activity?cursor=not-a-cursor",
+        "/panel/promo-batches/00000000-0000-4000-8000-000000000000/void",
+    ] {
+        let page = get(&app, path, &cookie).await;
+        assert!(matches!(page.status, 400 | 404), "{path}: {}", page.status);
+        assert!(page.body.contains("action=\"/panel/logout\""), "{path}");
+        assert!(
+            page.body
+                .contains(&format!("value=\"{}\"", csrf(&licenses))),
+            "{path}"
+        );
+    }
     // The first account sees none of it.
     let other = get(
         &app,

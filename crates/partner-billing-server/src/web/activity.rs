@@ -87,13 +87,14 @@ pub async fn page(
     {
         Ok(page) => page,
         Err(Error::Validation(_)) => {
-            return layout::message_page(
+            return layout::signed_in_message(
+                &who,
                 StatusCode::BAD_REQUEST,
                 "Page not found",
                 "This link to another page is not valid. Go to Activity to see the newest entries.",
             );
         }
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     layout::render(
         StatusCode::OK,

@@ -80,7 +80,7 @@ async fn render_page(
 ) -> Response {
     let keys = match keys::list_api_keys(&state.store, who.account.account_id).await {
         Ok(list) => list.api_keys.into_iter().map(KeyRow::from).collect(),
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     layout::render(
         status,
@@ -158,7 +158,7 @@ pub async fn create(
             )
             .await
         }
-        Err(err) => layout::failure(err),
+        Err(err) => layout::failure_for(&who, err),
     }
 }
 
@@ -190,7 +190,7 @@ pub async fn revoke(
             )
             .await
         }
-        Err(err) => layout::failure(err),
+        Err(err) => layout::failure_for(&who, err),
     }
 }
 
@@ -263,6 +263,6 @@ pub async fn roll(
             )
             .await
         }
-        Err(err) => layout::failure(err),
+        Err(err) => layout::failure_for(&who, err),
     }
 }

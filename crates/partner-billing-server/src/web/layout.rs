@@ -5,6 +5,7 @@ use poem::http::{HeaderValue, StatusCode, header};
 use poem::{IntoResponse, Response};
 
 use crate::problem::ApiError;
+use crate::web::session::SignedIn;
 
 /// A rendered page with its status.
 pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
@@ -42,15 +43,52 @@ pub fn set_cookie(response: &mut Response, value: &str) {
 struct MessagePage<'a> {
     title: &'a str,
     message: &'a str,
+    /// Signed in: the session's form token, for the page's "Sign out" button.
+    csrf: Option<&'a str>,
 }
 
 /// A small page saying what happened, outside the signed-in layout.
 pub fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
-    render(status, &MessagePage { title, message })
+    render(
+        status,
+        &MessagePage {
+            title,
+            message,
+            csrf: None,
+        },
+    )
+}
+
+/// As [`message_page`], for a signed-in reseller: with its "Sign out" button, as on every page.
+pub fn signed_in_message(
+    who: &SignedIn,
+    status: StatusCode,
+    title: &str,
+    message: &str,
+) -> Response {
+    render(
+        status,
+        &MessagePage {
+            title,
+            message,
+            csrf: Some(&who.csrf),
+        },
+    )
+}
+
+/// As [`failure`], for a signed-in reseller: with its "Sign out" button.
+pub fn failure_for(who: &SignedIn, err: partner_billing::Error) -> Response {
+    let (status, title, message) = failure_text(err);
+    signed_in_message(who, status, title, message)
 }
 
 /// The page for a core failure: the same status as the JSON API would give, never details.
 pub fn failure(err: partner_billing::Error) -> Response {
+    let (status, title, message) = failure_text(err);
+    message_page(status, title, message)
+}
+
+fn failure_text(err: partner_billing::Error) -> (StatusCode, &'static str, &'static str) {
     let status = ApiError::from(err).into_response().status();
     let (title, message) = match status {
         StatusCode::SERVICE_UNAVAILABLE => (
@@ -68,7 +106,7 @@ pub fn failure(err: partner_billing::Error) -> Response {
             "Something went wrong on our side. Try again; if it persists, contact support.",
         ),
     };
-    message_page(status, title, message)
+    (status, title, message)
 }
 
 /// A Unix time as the panel shows it: `2026-11-23 06:00 UTC`, with the machine-readable form

@@ -64,7 +64,7 @@ pub async fn page(
     let account_id = who.account.account_id;
     let products: Vec<String> = match quota::balances(&state.store, account_id).await {
         Ok(b) => b.balances.into_iter().map(|b| b.product_slug).collect(),
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     // Only a product of the account is a filter; anything else shows every entry.
     let product = if products.contains(&query.product) {
@@ -77,7 +77,7 @@ pub async fn page(
             .await
         {
             Ok(ledger) => ledger,
-            Err(err) => return layout::failure(err),
+            Err(err) => return layout::failure_for(&who, err),
         };
     let entries = ledger
         .items

@@ -109,7 +109,7 @@ pub async fn page(
     .await
     {
         Ok(page) => page,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let licenses = page
         .items
@@ -195,8 +195,8 @@ pub async fn revoke(
                     license: license.into(),
                 },
             ),
-            Err(Error::LicenseNotFound) => not_found(),
-            Err(err) => layout::failure(err),
+            Err(Error::LicenseNotFound) => not_found(&who),
+            Err(err) => layout::failure_for(&who, err),
         };
     }
     let revoker = Revoker::Reseller {
@@ -205,13 +205,14 @@ pub async fn revoke(
     };
     match subscriptions::revoke_license(&state.store, revoker, &license_id, &who.origin).await {
         Ok(_) => layout::see_other("/panel/licenses"),
-        Err(Error::LicenseNotFound) => not_found(),
-        Err(err) => layout::failure(err),
+        Err(Error::LicenseNotFound) => not_found(&who),
+        Err(err) => layout::failure_for(&who, err),
     }
 }
 
-fn not_found() -> Response {
-    layout::message_page(
+fn not_found(who: &SignedIn) -> Response {
+    layout::signed_in_message(
+        who,
         StatusCode::NOT_FOUND,
         "No such license",
         "None of your licenses has this id. Nothing was changed.",

@@ -36,19 +36,19 @@ struct OverviewPage {
 pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
     let account = match accounts::account_profile(&state.store, who.account.account_id).await {
         Ok(account) => account,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let balances = match quota::balances(&state.store, who.account.account_id).await {
         Ok(b) => b.balances,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let alerts = match webhooks::low_balance_alerts(&state.store, who.account.account_id).await {
         Ok(alerts) => alerts,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let spent = match activity::usage_by_day(&state.store, who.account.account_id).await {
         Ok(rows) => rows,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let (usage_chart, usage) = usage(&spent, state.store.now_utc());
     let balances = balances

@@ -66,7 +66,7 @@ pub async fn page(
     .await
     {
         Ok(page) => page,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let batches = page
         .items
@@ -93,8 +93,9 @@ pub async fn page(
     )
 }
 
-fn not_found() -> Response {
-    layout::message_page(
+fn not_found(who: &SignedIn) -> Response {
+    layout::signed_in_message(
+        who,
         StatusCode::NOT_FOUND,
         "No such batch",
         "None of your promo batches has this id.",
@@ -121,8 +122,8 @@ pub async fn confirm_void(
                 redeemed: batch.redeemed,
             },
         ),
-        Err(Error::PromoBatchNotFound) => not_found(),
-        Err(err) => layout::failure(err),
+        Err(Error::PromoBatchNotFound) => not_found(&who),
+        Err(err) => layout::failure_for(&who, err),
     }
 }
 
@@ -138,7 +139,7 @@ pub async fn void(
     };
     match voids::void_batch(&state.store, voider, &batch_id, &who.origin).await {
         Ok(_) => layout::see_other("/panel/promo-batches"),
-        Err(Error::PromoBatchNotFound) => not_found(),
-        Err(err) => layout::failure(err),
+        Err(Error::PromoBatchNotFound) => not_found(&who),
+        Err(err) => layout::failure_for(&who, err),
     }
 }

@@ -88,7 +88,7 @@ async fn render_page(
 ) -> Response {
     let alerts = match alert_rows(state, who.account.account_id, &outcome.submitted).await {
         Ok(rows) => rows,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     layout::render(
         status,
@@ -163,7 +163,7 @@ pub async fn save_alerts(
                 };
                 return render_page(&state, who, StatusCode::BAD_REQUEST, outcome).await;
             }
-            Err(err) => return layout::failure(err),
+            Err(err) => return layout::failure_for(&who, err),
         }
     }
     let outcome = Outcome {
@@ -225,7 +225,7 @@ pub async fn change_password(
                 "The new password must be {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters."
             )),
         ),
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let outcome = Outcome {
         notice,

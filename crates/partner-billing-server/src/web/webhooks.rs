@@ -105,7 +105,7 @@ async fn render_page(
     let account_id = who.account.account_id;
     let endpoints = match webhooks::list_endpoints(&state.store, account_id).await {
         Ok(list) => list.webhook_endpoints,
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     let mut deliveries = Vec::new();
     for endpoint in &endpoints {
@@ -117,7 +117,7 @@ async fn render_page(
         .await
         {
             Ok(list) => list.deliveries,
-            Err(err) => return layout::failure(err),
+            Err(err) => return layout::failure_for(&who, err),
         };
         deliveries.extend(list.into_iter().map(|d| DeliveryRow {
             attempted_utc: d.attempted_utc,
@@ -250,7 +250,7 @@ pub async fn create(
                 };
                 refused(StatusCode::BAD_REQUEST, error)
             }
-            Err(err) => return layout::failure(err),
+            Err(err) => return layout::failure_for(&who, err),
         }
     };
     render_page(&state, who, status, None, form, None, error).await
@@ -302,7 +302,7 @@ async fn after_action(
             None,
             Some("That endpoint does not exist.".to_owned()),
         ),
-        Err(err) => return layout::failure(err),
+        Err(err) => return layout::failure_for(&who, err),
     };
     render_page(state, who, status, None, AddForm::default(), notice, error).await
 }
