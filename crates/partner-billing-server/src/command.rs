@@ -10,7 +10,7 @@ use crate::ServeOptions;
 use crate::logging::LogFormat;
 
 use partner_billing::clock::Clock;
-use partner_billing::crypto::default_master_key_path;
+use partner_billing::crypto::{MasterKey, MasterKeyError, default_master_key_path};
 use partner_billing::db;
 use partner_billing::key_check::{KeyFile, open_master_key};
 use partner_billing::store::Store;
@@ -125,6 +125,13 @@ where
         .public_url
         .as_deref()
         .is_some_and(|url| url.to_ascii_lowercase().starts_with("https://"));
+    // A configured key file is read before the database is opened: a missing, unreadable,
+    // malformed or exposed one stops the server before anything is created.
+    if let Some(path) = &args.master_key_file {
+        MasterKey::read_private(path)?.ok_or_else(|| MasterKeyError::Missing {
+            path: path.display().to_string(),
+        })?;
+    }
     let store = Store::connect(&args.database_url, Clock::system())
         .await
         .context("cannot open the database")?;

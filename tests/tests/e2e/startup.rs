@@ -45,6 +45,10 @@ fn a_bad_master_key_stops_the_server_at_start() {
     let stderr = refuses_to_start(&dir, Some(&configured_missing));
     assert!(stderr.contains("does not exist"), "{stderr}");
     assert!(
+        !dir.path.join("billing.db").exists(),
+        "refused before the database was created"
+    );
+    assert!(
         !configured_missing.exists(),
         "a configured key is never invented"
     );
