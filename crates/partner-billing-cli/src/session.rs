@@ -5,7 +5,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 
 use crate::args::usage;
 
@@ -47,10 +47,11 @@ impl SessionFile {
         let text = match fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                return Err(anyhow!(
+                // A missing credential, as a missing secret in the environment: exit 2.
+                return Err(usage(format!(
                     "not logged in: run `partner-billing keys login` (no session in {})",
                     self.path.display()
-                ));
+                )));
             }
             Err(err) => {
                 return Err(err).with_context(|| format!("cannot read {}", self.path.display()));
@@ -58,10 +59,10 @@ impl SessionFile {
         };
         let token = text.lines().next().unwrap_or("").trim();
         if token.is_empty() {
-            return Err(anyhow!(
+            return Err(usage(format!(
                 "not logged in: run `partner-billing keys login` ({} is empty)",
                 self.path.display()
-            ));
+            )));
         }
         Ok(token.to_owned())
     }

@@ -137,7 +137,13 @@ async fn readme_walkthrough(db: Db) {
         serde_json::json!({"productSlug": "pro", "remainingBalance": 10})
     );
 
-    // Reseller: panel login, an API key, a first license.
+    // Reseller: panel login, an API key, a first license. Before the login, a panel command
+    // is a usage error (a missing credential), one line, exit 2.
+    let not_yet = cli.run(&["keys", "list"], None);
+    assert_eq!(not_yet.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&not_yet.stderr);
+    assert!(stderr.starts_with("error: not logged in"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     let login = cli.run(
         &["keys", "login", "--client-id", &client_id],
         Some(&format!("{password}\n")),
