@@ -61,7 +61,7 @@ pub fn adjustment_units(value: &str) -> Result<i64, String> {
         .parse()
         .map_err(|_| format!("`{value}` is not a whole number"))?;
     let max = partner_billing::limits::CREDIT_MAX_UNITS;
-    if units == 0 || units.abs() > max {
+    if units == 0 || units.unsigned_abs() > max.unsigned_abs() {
         return Err(format!("must be between -{max} and {max}, and not 0"));
     }
     Ok(units)

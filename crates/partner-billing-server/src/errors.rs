@@ -176,8 +176,7 @@ error_set!(
 error_set!(
     /// `GET /v1/billing/partner/requests/{idempotencyKey}`.
     GetRequest, API_KEY, [
-        ValidationFailed, BrowserOriginForbidden, RequestNotFound, InternalError,
-        ServiceUnavailable,
+        BrowserOriginForbidden, RequestNotFound, InternalError, ServiceUnavailable,
     ]
 );
 

@@ -378,6 +378,7 @@ async fn refused_corrections_exit_1_with_one_line_and_nothing_changed(db: Db) {
         out_of_range("credit", "1000000001"),
         out_of_range("adjust", "0"),
         out_of_range("adjust", "-1000000001"),
+        out_of_range("adjust", "-9223372036854775808"),
     ];
     for (flag, value) in [
         ("--duration-days", "0"),

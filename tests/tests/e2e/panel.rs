@@ -460,7 +460,7 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
     // A cursor the panel did not make is the client's mistake, not the server's.
     let bad_cursor = get(&app, "/panel/licenses?cursor=not-a-cursor", &cookie).await;
     assert_eq!(bad_cursor.status, 400);
-    assert!(bad_cursor.body.contains("Not a valid page"));
+    assert!(bad_cursor.body.contains("Not a valid request"));
     assert!(!bad_cursor.body.contains("on our side"));
     // Signed in, a message page has its Sign out button as every page does.
     for path in [

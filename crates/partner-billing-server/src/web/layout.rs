@@ -95,10 +95,10 @@ fn failure_text(err: partner_billing::Error) -> (StatusCode, &'static str, &'sta
             "Not available",
             "The service is briefly unavailable. Try again in a moment.",
         ),
-        // A page address the panel did not make, or made for another list (a cursor).
+        // A page address or form the panel did not make (a cursor of another list, say).
         StatusCode::BAD_REQUEST => (
-            "Not a valid page",
-            "This page address is not one the panel made. Start again from the list's first page.",
+            "Not a valid request",
+            "This page address or form is not one the panel made. Go back and start again.",
         ),
         StatusCode::NOT_FOUND => ("Not found", "There is no such item in this account."),
         _ => (

@@ -61,7 +61,7 @@ pub async fn adjust(
     correction: &Correction<'_>,
     origin: &Origin,
 ) -> Result<Corrected> {
-    if correction.units == 0 || correction.units.abs() > CREDIT_MAX_UNITS {
+    if correction.units == 0 || correction.units.unsigned_abs() > CREDIT_MAX_UNITS.unsigned_abs() {
         return Err(InvalidField::new(
             "units",
             "must be a non-zero whole number between -1000000000 and 1000000000",
