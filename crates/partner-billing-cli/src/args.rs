@@ -55,16 +55,12 @@ pub fn in_range(lo: i64, hi: i64) -> clap::builder::RangedI64ValueParser<i64> {
     clap::value_parser!(i64).range(lo..=hi)
 }
 
-/// A quota adjustment: a non-zero number of units, at most the largest credit either way.
+/// A quota adjustment's units, checked by the library's own rule.
 pub fn adjustment_units(value: &str) -> Result<i64, String> {
     let units: i64 = value
         .parse()
         .map_err(|_| format!("`{value}` is not a whole number"))?;
-    let max = partner_billing::limits::CREDIT_MAX_UNITS;
-    if units == 0 || units.unsigned_abs() > max.unsigned_abs() {
-        return Err(format!("must be between -{max} and {max}, and not 0"));
-    }
-    Ok(units)
+    partner_billing::quota::check_adjustment_units(units).map_err(message)
 }
 
 /// A mistake in how the command was called (a missing password on stdin, a missing

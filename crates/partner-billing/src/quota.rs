@@ -6,7 +6,7 @@
 mod corrections;
 mod ledger;
 
-pub use corrections::{Corrected, Correction, adjust, credit};
+pub use corrections::{Corrected, Correction, adjust, check_adjustment_units, credit};
 pub use ledger::EntryKind;
 pub(crate) use ledger::{BalanceChange, Charge, GroupDebit, LedgerRow, debit};
 

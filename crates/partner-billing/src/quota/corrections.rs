@@ -61,14 +61,19 @@ pub async fn adjust(
     correction: &Correction<'_>,
     origin: &Origin,
 ) -> Result<Corrected> {
-    if correction.units == 0 || correction.units.unsigned_abs() > CREDIT_MAX_UNITS.unsigned_abs() {
+    check_adjustment_units(correction.units)?;
+    correct(store, EntryKind::Adjustment, correction, origin).await
+}
+
+/// An adjustment's units: not zero, and at most the largest credit either way.
+pub fn check_adjustment_units(units: i64) -> std::result::Result<i64, InvalidField> {
+    if units == 0 || units.unsigned_abs() > CREDIT_MAX_UNITS.unsigned_abs() {
         return Err(InvalidField::new(
             "units",
             "must be a non-zero whole number between -1000000000 and 1000000000",
-        )
-        .into());
+        ));
     }
-    correct(store, EntryKind::Adjustment, correction, origin).await
+    Ok(units)
 }
 
 fn parse_reference(reference: Option<&str>) -> Result<Option<&str>> {
