@@ -10,9 +10,9 @@ use crate::ServeOptions;
 use crate::logging::LogFormat;
 
 use partner_billing::clock::Clock;
-use partner_billing::crypto::{MasterKey, MasterKeyError, default_master_key_path};
+use partner_billing::crypto::default_master_key_path;
 use partner_billing::db;
-use partner_billing::key_check::{KeyFile, open_master_key};
+use partner_billing::key_check::{KeyFile, open_master_key, read_key_file};
 use partner_billing::store::Store;
 
 /// Serve the Partner Billing API.
@@ -125,18 +125,10 @@ where
         .public_url
         .as_deref()
         .is_some_and(|url| url.to_ascii_lowercase().starts_with("https://"));
-    // A configured key file is read before the database is opened: a missing, unreadable,
-    // malformed or exposed one stops the server before anything is created.
-    if let Some(path) = &args.master_key_file {
-        MasterKey::read_private(path)?.ok_or_else(|| MasterKeyError::Missing {
-            path: path.display().to_string(),
-        })?;
-    }
-    let store = Store::connect(&args.database_url, Clock::system())
-        .await
-        .context("cannot open the database")?;
-    // The key is checked against the database before serving: a bad, exposed or foreign key
-    // stops the server now, not at the first promo request (docs/security.md).
+    // The key file is read before the database is opened (a missing configured file, or an
+    // unreadable, malformed or exposed one, stops the server before anything is created), and
+    // checked against the database before serving: a foreign key stops the server now, not
+    // at the first promo request (docs/security.md).
     let (key_path, file) = match &args.master_key_file {
         Some(path) => (path.clone(), KeyFile::Configured),
         None => (
@@ -144,7 +136,11 @@ where
             KeyFile::Default,
         ),
     };
-    let master_key = open_master_key(&store, &key_path, file)
+    let key_file = read_key_file(&key_path, file)?;
+    let store = Store::connect(&args.database_url, Clock::system())
+        .await
+        .context("cannot open the database")?;
+    let master_key = open_master_key(&store, key_file)
         .await?
         .ok_or_else(|| anyhow::anyhow!("master key file {} is missing", key_path.display()))?;
     let store = store

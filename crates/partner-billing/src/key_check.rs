@@ -3,7 +3,7 @@
 //! A second replica started elsewhere without the key file refuses to start instead of minting
 //! a key of its own.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::crypto::{MasterKey, MasterKeyError};
 use crate::store::Store;
@@ -34,19 +34,43 @@ async fn recorded(store: &Store, path: &Path) -> Result<Option<String>, MasterKe
         .map_err(|e| database_error(path, e))
 }
 
-/// Loads the key at `path` and checks it against the database's fingerprint, recording the
-/// fingerprint when the database has none yet. Refuses a key file readable by group or
-/// others, a different key, a missing configured file, and a missing default file once the
-/// database has a key.
+/// A key file read before its database is opened, so that a missing configured file or an
+/// unreadable, malformed or exposed one stops the caller before anything is created.
+pub struct KeyFileRead {
+    path: PathBuf,
+    file: KeyFile,
+    key: Option<MasterKey>,
+}
+
+/// Reads the key at `path`: refuses a file readable by group or others, a malformed one, and a
+/// missing configured one. [`open_master_key`] does the rest against the database.
+pub fn read_key_file(path: &Path, file: KeyFile) -> Result<KeyFileRead, MasterKeyError> {
+    let key = MasterKey::read_private(path)?;
+    if key.is_none() && file == KeyFile::Configured {
+        return Err(MasterKeyError::Missing {
+            path: path.display().to_string(),
+        });
+    }
+    Ok(KeyFileRead {
+        path: path.to_owned(),
+        file,
+        key,
+    })
+}
+
+/// Checks the key read by [`read_key_file`] against the database's fingerprint, recording the
+/// fingerprint when the database has none yet. Refuses a different key, and a missing default
+/// file once the database has a key; creates the default file while it has none.
 pub async fn open_master_key(
     store: &Store,
-    path: &Path,
-    file: KeyFile,
+    read: KeyFileRead,
 ) -> Result<Option<MasterKey>, MasterKeyError> {
+    let path = read.path.as_path();
     let shown = path.display().to_string();
-    let key = match MasterKey::read_private(path)? {
+    let key = match read.key {
         Some(key) => key,
-        None => match file {
+        None => match read.file {
+            // Refused by `read_key_file` already.
             KeyFile::Configured => return Err(MasterKeyError::Missing { path: shown }),
             // The admin commands that need no key run without one; those that need it say so.
             KeyFile::DefaultIfPresent => return Ok(None),

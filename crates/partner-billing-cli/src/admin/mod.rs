@@ -25,7 +25,7 @@ use partner_billing::clock::Clock;
 use partner_billing::crypto::default_master_key_path;
 use partner_billing::db;
 use partner_billing::domain::{ClientId, Password};
-use partner_billing::key_check::{KeyFile, open_master_key};
+use partner_billing::key_check::{KeyFile, open_master_key, read_key_file};
 use partner_billing::store::Store;
 use serde_json::json;
 
@@ -127,11 +127,9 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
     {
         promo::load_master_key(args.master_key_file.as_deref(), &args.database_url)?;
     }
-    let mut store = Store::connect(&args.database_url, Clock::system())
-        .await
-        .context("cannot open the database")?;
     // Every command checks the key file it is given (or the default one, when present)
-    // against the database's fingerprint (docs/security.md); none creates a key.
+    // against the database's fingerprint (docs/security.md); none creates a key. The file is
+    // read before the database is opened, so a bad one creates nothing.
     let (key_path, file) = match &args.master_key_file {
         Some(path) => (path.clone(), KeyFile::Configured),
         None => (
@@ -139,7 +137,11 @@ pub async fn run(args: AdminArgs, out: Output) -> Result<ExitCode> {
             KeyFile::DefaultIfPresent,
         ),
     };
-    if let Some(key) = open_master_key(&store, &key_path, file).await? {
+    let key_file = read_key_file(&key_path, file)?;
+    let mut store = Store::connect(&args.database_url, Clock::system())
+        .await
+        .context("cannot open the database")?;
+    if let Some(key) = open_master_key(&store, key_file).await? {
         store = store.with_master_key(key);
     }
     let result = dispatch(&store, args.command, password, out).await;
