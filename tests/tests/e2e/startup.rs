@@ -65,6 +65,33 @@ fn a_bad_master_key_stops_the_server_at_start() {
 }
 
 #[test]
+fn an_admin_command_with_a_missing_key_file_creates_no_database() {
+    let dir = TempDir::new();
+    let database = dir.path.join("billing.db");
+    let output = Command::new(binary("partner-billing"))
+        .env_clear()
+        .env(
+            "PARTNER_BILLING_DATABASE_URL",
+            format!("sqlite://{}", database.display()),
+        )
+        .env(
+            "PARTNER_BILLING_MASTER_KEY_FILE",
+            dir.path.join("missing.key"),
+        )
+        .args(["admin", "plan", "list"])
+        .current_dir(&dir.path)
+        .output()
+        .expect("run admin");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(
+        !database.exists(),
+        "refused before the database was created"
+    );
+}
+
+#[test]
 fn the_default_master_key_is_created_private_beside_the_database() {
     let dir = TempDir::new();
     let data = dir.path.join("data");
