@@ -4,26 +4,20 @@
 
 use std::time::Instant;
 
-use poem::{Endpoint, IntoResponse, Request, Response};
+use poem::http::{Method, StatusCode};
 
-use crate::route;
-
-/// Middleware: serves the request and logs its outcome.
-pub async fn log_request<E: Endpoint>(ep: &E, req: Request) -> Response {
-    let method = req.method().clone();
-    let route = route::template(req.uri().path());
-    let started = Instant::now();
+/// Logs that a request is being served (at debug level).
+pub fn started(method: &Method, route: &str) {
     tracing::debug!(%method, route, "request started");
-    let response = match ep.call(req).await {
-        Ok(r) => r.into_response(),
-        Err(e) => e.into_response(),
-    };
+}
+
+/// Logs the outcome of a request served since `started`.
+pub fn finished(method: &Method, route: &str, status: StatusCode, started: Instant) {
     tracing::info!(
         %method,
         route,
-        status = response.status().as_u16(),
+        status = status.as_u16(),
         micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         "request"
     );
-    response
 }

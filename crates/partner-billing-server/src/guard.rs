@@ -4,7 +4,7 @@
 
 use base64::Engine as _;
 use poem::http::{HeaderValue, StatusCode, header};
-use poem::{Endpoint, IntoResponse, Request, Response};
+use poem::{IntoResponse, Request, Response};
 
 use partner_billing::domain::Secret;
 use partner_billing::error::Error;
@@ -20,35 +20,46 @@ const PRODUCT_PREFIX: &str = "/v1/billing/product";
 const PANEL_PREFIX: &str = "/v1/billing/resellers";
 const SESSIONS_PATH: &str = "/v1/billing/resellers/sessions";
 
-/// Refuses what must never reach a handler, or passes the request on. Every 401 leaves here
-/// with the challenge of its route (`Basic` for API keys, `Bearer` for sessions and tokens).
-pub async fn guard<E: Endpoint>(ep: &E, req: Request, store: &Store) -> poem::Result<Response> {
-    if let Some(refusal) = refusal(&req) {
-        return Ok(refusal.into_response());
+/// What the guard keeps of a request it let through, to finish its answer.
+pub struct Passed {
+    challenge: Challenge,
+    presented: Option<Presented>,
+}
+
+/// Refuses what must never reach a handler (`Err`, the problem answered), or lets the request
+/// through.
+pub fn check(req: &Request) -> Result<Passed, ApiError> {
+    if let Some(refusal) = refusal(req) {
+        return Err(refusal);
     }
-    let challenge = Challenge::for_path(req.uri().path());
-    let presented = Presented::of(&req);
-    let mut response = match ep.call(req).await {
-        Ok(response) => response.into_response(),
-        Err(err) => err.into_response(),
-    };
-    // Credentials are checked against the database in the handler, after the request has
-    // parsed: a request that did not parse is answered before they are. Refused credentials
-    // are the empty 401 whatever else is wrong with the request, so such an answer is given
-    // only once they are known to be good.
-    if matches!(response.status().as_u16(), 400 | 413 | 415)
-        && let Some(presented) = presented
-        && presented.refused(store).await
-    {
-        response = ApiError::from(Error::Unauthorized).into_response();
+    Ok(Passed {
+        challenge: Challenge::for_path(req.uri().path()),
+        presented: Presented::of(req),
+    })
+}
+
+impl Passed {
+    /// The answer to a request let through. Every 401 leaves here with the challenge of its
+    /// route (`Basic` for API keys, `Bearer` for sessions and tokens).
+    pub async fn finish(self, mut response: Response, store: &Store) -> Response {
+        // Credentials are checked against the database in the handler, after the request has
+        // parsed: a request that did not parse is answered before they are. Refused
+        // credentials are the empty 401 whatever else is wrong with the request, so such an
+        // answer is given only once they are known to be good.
+        if matches!(response.status().as_u16(), 400 | 413 | 415)
+            && let Some(presented) = self.presented
+            && presented.refused(store).await
+        {
+            response = ApiError::from(Error::Unauthorized).into_response();
+        }
+        if response.status() == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(self.challenge.header_value()),
+            );
+        }
+        response
     }
-    if response.status() == StatusCode::UNAUTHORIZED {
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(challenge.header_value()),
-        );
-    }
-    Ok(response)
 }
 
 fn refusal(req: &Request) -> Option<ApiError> {

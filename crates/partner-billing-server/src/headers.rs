@@ -5,8 +5,7 @@
 //! When browsers reach the app over HTTPS, every answer has `Strict-Transport-Security`.
 
 use base64::Engine as _;
-use poem::http::{HeaderValue, header};
-use poem::{Endpoint, IntoResponse, Request, Response};
+use poem::http::{HeaderMap, HeaderValue, header};
 use sha2::{Digest, Sha256};
 
 /// One year; no `preload` (that is the operator's choice, made at the browsers' list).
@@ -16,23 +15,8 @@ pub const HSTS: &str = "max-age=31536000";
 #[derive(Clone, Copy, Debug)]
 pub struct Https;
 
-/// Adds the headers to the answer of `ep`.
-pub async fn secure_headers<E: Endpoint>(
-    ep: &E,
-    req: Request,
-    docs_csp: &HeaderValue,
-    https: bool,
-) -> poem::Result<Response> {
-    let path = req.uri().path().to_owned();
-    let mut req = req;
-    if https {
-        req.extensions_mut().insert(Https);
-    }
-    let mut response = match ep.call(req).await {
-        Ok(r) => r.into_response(),
-        Err(e) => e.into_response(),
-    };
-    let headers = response.headers_mut();
+/// Adds the headers of an answer to a request for `path`.
+pub fn add(headers: &mut HeaderMap, path: &str, docs_csp: &HeaderValue, https: bool) {
     if https {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
@@ -52,7 +36,6 @@ pub async fn secure_headers<E: Endpoint>(
             HeaderValue::from_static("nosniff"),
         );
     }
-    Ok(response)
 }
 
 /// The policy of the Swagger UI page: its inline scripts by SHA-256, its inline styles (the

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod access_log;
+mod around;
 mod auth;
 mod body;
 pub mod command;
@@ -39,7 +40,7 @@ pub use web::{PanelAccess, PanelRoute, panel_routes};
 use std::time::Duration;
 
 use poem::endpoint::BoxEndpoint;
-use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route};
+use poem::{EndpointExt, IntoResponse, Response, Route};
 use poem_openapi::{OpenApiService, Tags};
 use serde_json::Value;
 
@@ -145,7 +146,7 @@ pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
         .replace(&raw_spec, document.trim_end());
     let openapi_json = document.clone();
     let docs_csp = headers::docs_csp(&swagger);
-    Route::new()
+    let routes = Route::new()
         .nest("/", service)
         .nest("/panel", web::routes())
         .at(
@@ -160,32 +161,12 @@ pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
             "/docs",
             poem::endpoint::make_sync(move |_| poem::web::Html(swagger.clone()).into_response()),
         )
-        // Before routing: a path segment that is not text reaches its handler as a malformed
-        // value, not as poem's bare 400.
-        .around(|ep, req| async move { path_text::text_segments(&ep, req).await })
         .data(state)
         .catch_all_error(|err: poem::Error| async move { error_response(err) })
         // A panic answers 500 like any internal error; its message is never sent (the panic
         // hook of `command` logs where it happened, not what it said).
-        .with(poem::middleware::CatchPanic::new().with_handler(panic_response))
-        .around(move |ep, req| {
-            let store = guard_store.clone();
-            async move { guard::guard(&ep, req, &store).await }
-        })
-        .around(move |ep, req| {
-            let docs_csp = docs_csp.clone();
-            async move { headers::secure_headers(&ep, req, &docs_csp, options.https).await }
-        })
-        .around(|ep, req| async move { Ok(add_allow_header(&ep, req).await) })
-        // Operations, once for every route: the access log inside the request's span, the
-        // metrics around it, and the request id outermost, so every line and answer has it.
-        .around(|ep, req| async move { Ok(access_log::log_request(&ep, req).await) })
-        .around(move |ep, req| {
-            let metrics = metrics.clone();
-            async move { Ok(metrics::count_request(&metrics, &ep, req).await) }
-        })
-        .around(|ep, req| async move { Ok(request_id::with_request_id(&ep, req).await) })
-        .boxed()
+        .with(poem::middleware::CatchPanic::new().with_handler(panic_response));
+    around::Around::new(routes, metrics, guard_store, docs_csp, options.https).boxed()
 }
 
 /// The answer to a request whose handler panicked: the plain internal error.
@@ -273,23 +254,6 @@ fn error_response(err: poem::Error) -> Response {
         .into_response();
     }
     err.into_response()
-}
-
-/// Adds `Allow` to 405 answers (RFC 9110).
-async fn add_allow_header<E: Endpoint>(ep: &E, req: poem::Request) -> Response {
-    let path = req.uri().path().to_owned();
-    let mut response = match ep.call(req).await {
-        Ok(r) => r.into_response(),
-        Err(e) => e.into_response(),
-    };
-    if response.status() == poem::http::StatusCode::METHOD_NOT_ALLOWED
-        && let Some(allow) = allowed_methods(&path).and_then(|a| a.parse().ok())
-    {
-        response
-            .headers_mut()
-            .insert(poem::http::header::ALLOW, allow);
-    }
-    response
 }
 
 /// How often expired promo recovery payloads are deleted.

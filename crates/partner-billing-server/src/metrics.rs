@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use poem::{Endpoint, IntoResponse, Request, Response};
+use poem::http::Method;
+use poem::{Endpoint, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -353,20 +354,25 @@ fn to_prometheus_text(open_metrics: &str) -> String {
     text
 }
 
-/// Middleware: counts the request by method, route template and status, times it, and counts
-/// the units a fresh license or promo batch charged (a replay, marked `Idempotent-Replayed`,
-/// charged nothing). Handlers never touch a counter.
-pub async fn count_request<E: Endpoint>(metrics: &Metrics, ep: &E, req: Request) -> Response {
-    let method = req.method().as_str().to_owned();
-    let route = route::template(req.uri().path());
-    let started = Instant::now();
-    let response = match ep.call(req).await {
-        Ok(r) => r.into_response(),
-        Err(e) => e.into_response(),
-    };
+/// Counts an answered request by method, route template and status, times it from `started`,
+/// and counts the units a fresh license or promo batch charged (a replay, marked
+/// `Idempotent-Replayed`, charged nothing). Handlers never touch a counter.
+pub async fn count(
+    metrics: &Metrics,
+    method: &Method,
+    route: &'static str,
+    started: Instant,
+    response: Response,
+) -> Response {
     let status = response.status().as_u16();
-    metrics.record_request(&method, route, status, started.elapsed().as_secs_f64());
-    let fresh = status == 200 && method == "POST" && !response.headers().contains_key(REPLAYED);
+    metrics.record_request(
+        method.as_str(),
+        route,
+        status,
+        started.elapsed().as_secs_f64(),
+    );
+    let fresh =
+        status == 200 && method == Method::POST && !response.headers().contains_key(REPLAYED);
     match route {
         route::LICENSES if fresh => {
             metrics.record_units_charged(ChargeKind::License, 1);

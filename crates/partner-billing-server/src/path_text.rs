@@ -6,15 +6,15 @@
 //! value of it is (the 404 of an id's resource, or `400 Request.ValidationFailed` naming it).
 
 use percent_encoding::percent_decode_str;
+use poem::Request;
 use poem::http::Uri;
 use poem::http::uri::PathAndQuery;
-use poem::{Endpoint, IntoResponse, Request, Response};
 
 /// What a segment that is not text becomes: an escaped NUL.
 const NOT_TEXT: &str = "%00";
 
-/// Passes the request on, its path's non-text segments replaced by [`NOT_TEXT`].
-pub async fn text_segments<E: Endpoint>(ep: &E, mut req: Request) -> poem::Result<Response> {
+/// Replaces the request's path's non-text segments by [`NOT_TEXT`].
+pub fn text_segments(req: &mut Request) {
     if let Some(path) = as_text(req.uri().path()) {
         let path_and_query = match req.uri().query() {
             Some(query) => format!("{path}?{query}"),
@@ -29,7 +29,6 @@ pub async fn text_segments<E: Endpoint>(ep: &E, mut req: Request) -> poem::Resul
             }
         }
     }
-    ep.call(req).await.map(IntoResponse::into_response)
 }
 
 /// `path` with every segment whose escapes do not decode to UTF-8 replaced by [`NOT_TEXT`];

@@ -222,7 +222,7 @@ impl From<InvalidField> for ApiError {
 }
 
 /// The one 401 of the service: empty body, the same headers whatever the cause. The browser
-/// guard (`guard::guard`) sets the challenge of the route: this `Basic` one on the partner API,
+/// guard (`guard::Passed::finish`) sets the challenge of the route: this `Basic` one on the partner API,
 /// `Bearer` on the panel and product APIs.
 pub fn unauthorized_response() -> Response {
     Response::builder()

@@ -4,8 +4,7 @@
 //! every problem body.
 
 use poem::http::HeaderValue;
-use poem::{Endpoint, IntoResponse, Request, Response};
-use tracing::Instrument;
+use poem::{Request, Response};
 
 use crate::problem::PROBLEM_JSON;
 
@@ -21,25 +20,18 @@ pub fn acceptable(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
-/// Middleware: gives the request its id and serves it inside the `request` span.
-pub async fn with_request_id<E: Endpoint>(ep: &E, mut req: Request) -> Response {
-    let id = req
-        .header(HEADER)
+/// The id of a request: the caller's when it is acceptable, else a new UUID.
+pub fn of(req: &Request) -> String {
+    req.header(HEADER)
         .filter(|id| acceptable(id))
         .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    req.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!("request", request_id = %id);
-    let response = async {
-        match ep.call(req).await {
-            Ok(r) => r.into_response(),
-            Err(e) => e.into_response(),
-        }
-    }
-    .instrument(span)
-    .await;
-    let mut response = add_to_problem(response, &id).await;
-    if let Ok(value) = HeaderValue::from_str(&id) {
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// The answer with its request id: in the `X-Request-Id` header, and in a problem body.
+pub async fn finish(response: Response, id: &str) -> Response {
+    let mut response = add_to_problem(response, id).await;
+    if let Ok(value) = HeaderValue::from_str(id) {
         response.headers_mut().insert(HEADER, value);
     }
     response
