@@ -54,7 +54,7 @@ fn a_bad_master_key_stops_the_server_at_start() {
     );
 
     let malformed = dir.path.join("malformed.key");
-    std::fs::write(&malformed, b"not a key").unwrap();
+    partner_billing_tests::write_private(&malformed, b"not a key");
     let stderr = refuses_to_start(&dir, Some(&malformed));
     assert!(stderr.contains("malformed"), "{stderr}");
 
@@ -62,6 +62,27 @@ fn a_bad_master_key_stops_the_server_at_start() {
     std::fs::create_dir(&unreadable).unwrap();
     let stderr = refuses_to_start(&dir, Some(&unreadable));
     assert!(stderr.contains("cannot be read"), "{stderr}");
+
+    // A well-formed key that others can read is refused as exposed.
+    let exposed = dir.path.join("exposed.key");
+    std::fs::write(&exposed, "ab".repeat(32)).unwrap();
+    std::fs::set_permissions(
+        &exposed,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let stderr = refuses_to_start(&dir, Some(&exposed));
+    assert!(stderr.contains("readable by group or others"), "{stderr}");
+    assert!(
+        !stderr.contains(&"ab".repeat(32)),
+        "the key is never shown: {stderr}"
+    );
+
+    // Every refusal came before the database was opened: none was created.
+    assert!(
+        !dir.path.join("billing.db").exists(),
+        "a refused key file left a database behind"
+    );
 }
 
 #[test]
