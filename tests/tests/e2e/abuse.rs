@@ -394,6 +394,24 @@ async fn v1_answers_are_never_cached_or_sniffed(db: Db) {
         .unwrap();
     assert_eq!(invalid.status(), 400);
     assert_no_store_nosniff("400", &invalid);
+    // A refusal made before routing (a browser on the partner API) carries the same headers,
+    // and the request id, in its header and its problem body.
+    let refused = app
+        .partner(Method::GET, "/v1/billing/partner/balances", &r)
+        .header("Origin", "https://evil.example")
+        .header("X-Request-Id", "browser-refusal-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    assert_no_store_nosniff("403 before routing", &refused);
+    assert_eq!(refused.headers()["x-request-id"], "browser-refusal-1");
+    let problem: Value = refused.json().await.unwrap();
+    assert_eq!(
+        problem["code"], "Request.BrowserOriginForbidden",
+        "{problem}"
+    );
+    assert_eq!(problem["requestId"], "browser-refusal-1", "{problem}");
     app.stop().await;
 }
 
