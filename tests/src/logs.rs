@@ -26,7 +26,8 @@ impl Write for Capture {
     }
 }
 
-/// Installs the capturing subscriber once per process, at debug level for every crate.
+/// Installs the capturing subscriber once per process, at debug level for every crate, writing
+/// the server's own text lines (a request's lines carry its id).
 pub fn install() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
@@ -34,6 +35,7 @@ pub fn install() {
             .with_max_level(tracing::Level::DEBUG)
             .with_ansi(false)
             .with_writer(|| Capture)
+            .event_format(partner_billing_server::logging::TextLines)
             .try_init();
     });
 }

@@ -1,5 +1,5 @@
-//! What is done around every request, in one step: its id and the `request` span every log
-//! line of it is written in, the access log, the metrics, the guard (before routing and
+//! What is done around every request, in one step: its id, which every log line of it carries
+//! (`partner_billing::request_scope`), the access log, the metrics, the guard (before routing and
 //! credentials), and the headers every answer carries (docs/operations.md, docs/security.md).
 //!
 //! One endpoint rather than a layer each: a layer's future holds the next layer's, so six of
@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use poem::http::{HeaderValue, StatusCode, header};
 use poem::{Endpoint, IntoResponse, Request, Response};
-use tracing::Instrument;
 
+use partner_billing::request_scope;
 use partner_billing::store::Store;
 
 use crate::headers::{self, Https};
 use crate::metrics::{self, Metrics};
-use crate::request_id::{self, RequestId};
+use crate::request_id;
 use crate::{access_log, guard, path_text, route};
 
 /// The app's routes, with what is done around each of their requests.
@@ -84,20 +84,17 @@ impl<E: Endpoint> Around<E> {
 impl<E: Endpoint> Endpoint for Around<E> {
     type Output = Response;
 
-    async fn call(&self, mut req: Request) -> poem::Result<Response> {
+    async fn call(&self, req: Request) -> poem::Result<Response> {
         let id = request_id::of(&req);
-        req.extensions_mut().insert(RequestId(id.clone()));
         let method = req.method().clone();
         let route = route::template(req.uri().path());
-        let span = tracing::info_span!("request", request_id = %id);
-        let response = async {
+        let response = request_scope::serve(id.clone(), async {
             let started = Instant::now();
             access_log::started(&method, route);
             let response = self.answer(req).await;
             access_log::finished(&method, route, response.status(), started);
             metrics::count(&self.metrics, &method, route, started, response).await
-        }
-        .instrument(span)
+        })
         .await;
         Ok(request_id::finish(response, &id).await)
     }

@@ -1,20 +1,20 @@
 //! Where a change came from, for the audit trail: the peer's address (no port) and the
-//! request's id, taken from the request by an extractor a handler declares; the handler adds
+//! request's id, taken by an extractor a handler declares; the handler adds
 //! the actor once its credentials are verified.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use poem::{FromRequest, Request, RequestBody};
 
 use partner_billing::audit::{Actor, Origin};
-
-use crate::request_id::RequestId;
+use partner_billing::request_scope;
 
 /// The peer and request id of the request being served.
 #[derive(Debug, Clone)]
 pub struct RequestFacts {
     peer: Option<IpAddr>,
-    request_id: Option<String>,
+    request_id: Option<Arc<str>>,
 }
 
 impl RequestFacts {
@@ -25,7 +25,7 @@ impl RequestFacts {
                 .remote_addr()
                 .as_socket_addr()
                 .map(|address| address.ip()),
-            request_id: req.extensions().get::<RequestId>().map(|id| id.0.clone()),
+            request_id: request_scope::current(),
         }
     }
 

@@ -1,7 +1,9 @@
 //! Request ids: `X-Request-Id` is taken from the request when it is 1–64 visible ASCII
-//! characters, else a new UUID is made. The id is echoed on every response, is a field of the
-//! `request` span every log line of the request is written in, and is member `requestId` of
+//! characters, else a new UUID is made. The id is echoed on every response, is carried by every
+//! log line of the request (`partner_billing::request_scope`), and is member `requestId` of
 //! every problem body.
+
+use std::sync::Arc;
 
 use poem::http::HeaderValue;
 use poem::{Request, Response};
@@ -11,21 +13,17 @@ use crate::problem::PROBLEM_JSON;
 /// The header that carries the id, in and out.
 pub const HEADER: &str = "x-request-id";
 
-/// The id of the request being served, in the request's extensions.
-#[derive(Debug, Clone)]
-pub struct RequestId(pub String);
-
 /// Whether a caller's id is taken as it is: 1–64 visible ASCII characters (0x21–0x7E).
 pub fn acceptable(id: &str) -> bool {
     (1..=64).contains(&id.len()) && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
 /// The id of a request: the caller's when it is acceptable, else a new UUID.
-pub fn of(req: &Request) -> String {
+pub fn of(req: &Request) -> Arc<str> {
     req.header(HEADER)
         .filter(|id| acceptable(id))
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        .map(Arc::from)
+        .unwrap_or_else(|| Arc::from(uuid::Uuid::new_v4().to_string()))
 }
 
 /// The answer with its request id: in the `X-Request-Id` header, and in a problem body.

@@ -55,6 +55,8 @@ pub mod reads;
 #[cfg(feature = "db")]
 pub mod redemption;
 #[cfg(feature = "db")]
+pub mod request_scope;
+#[cfg(feature = "db")]
 pub mod runtime;
 #[cfg(feature = "db")]
 pub mod store;

@@ -130,7 +130,7 @@ pub(crate) async fn issue(
         request,
         plan,
         reply,
-        span: tracing::Span::current(),
+        request_id: crate::request_scope::current(),
     };
     // A task of its own either way: the transaction finishes even if this caller goes away.
     if store.group_commit() {

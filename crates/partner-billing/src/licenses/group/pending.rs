@@ -1,6 +1,8 @@
 //! One license request waiting in a lane for its group's transaction: what the decisions read
 //! of it, and where its answer goes.
 
+use std::sync::Arc;
+
 use tokio::sync::oneshot;
 
 use crate::error::Result;
@@ -18,7 +20,7 @@ pub(super) struct Pending {
     /// key, so that a reused key is told so whatever its new body names.
     pub(super) plan: Option<PlanRow>,
     pub(super) reply: oneshot::Sender<Result<Outcome<License>>>,
-    /// The request's span (its request id): the group's lines about this request are
-    /// written inside it, though the group runs in a task of its own.
-    pub(super) span: tracing::Span,
+    /// The request's id: the group's lines about this request are written as the request's,
+    /// though the group runs in a task of its own.
+    pub(super) request_id: Option<Arc<str>>,
 }

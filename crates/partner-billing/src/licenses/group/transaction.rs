@@ -15,6 +15,7 @@ use crate::db::dialect::{
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, KeyBatch, Keyed, Outcome};
 use crate::licenses::request::fingerprint;
+use crate::request_scope;
 use crate::store::{CrashPoint, Store, Tx, crash_point};
 
 /// The retryable error every request of a failed transaction answers with.
@@ -69,7 +70,7 @@ pub(super) async fn run_transaction(
     for (pending, step) in batch.into_iter().zip(steps) {
         let answer = match (step, &committed) {
             (Ok(Keyed::Fresh(license)), Ok(())) => {
-                pending.span.in_scope(|| {
+                request_scope::within(pending.request_id, || {
                     tracing::info!(
                         client_id = %pending.account.client_id,
                         license_id = %license.license_id,
