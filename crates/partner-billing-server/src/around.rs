@@ -72,7 +72,8 @@ impl<E: Endpoint> Around<E> {
             self.https,
         );
         if response.status() == StatusCode::METHOD_NOT_ALLOWED
-            && let Some(allow) = crate::allowed_methods(uri.path()).and_then(|a| a.parse().ok())
+            && let Some(allow) =
+                route::allowed_methods(uri.path()).and_then(|a| HeaderValue::from_str(a).ok())
         {
             // RFC 9110: a 405 names the methods the path has.
             response.headers_mut().insert(header::ALLOW, allow);

@@ -177,46 +177,6 @@ fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> problem::A
     )
 }
 
-/// The methods the document declares for a concrete path, e.g. `GET, POST`; `None` when no
-/// operation matches. Used for the `Allow` header of 405 answers (RFC 9110).
-fn allowed_methods(path: &str) -> Option<String> {
-    static ROUTES: std::sync::OnceLock<Vec<(Vec<String>, String)>> = std::sync::OnceLock::new();
-    let routes = ROUTES.get_or_init(|| {
-        let doc: Value = serde_json::from_str(&openapi_document()).unwrap_or_default();
-        let mut routes = vec![
-            (vec!["openapi.json".to_owned()], "GET".to_owned()),
-            (vec!["docs".to_owned()], "GET".to_owned()),
-        ];
-        for (template, operations) in doc["paths"].as_object().into_iter().flatten() {
-            let mut methods: Vec<String> = operations
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(method, _)| method.to_ascii_uppercase())
-                .collect();
-            methods.sort();
-            let segments = template
-                .trim_start_matches('/')
-                .split('/')
-                .map(str::to_owned)
-                .collect();
-            routes.push((segments, methods.join(", ")));
-        }
-        routes
-    });
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    routes
-        .iter()
-        .find(|(template, _)| {
-            template.len() == segments.len()
-                && template
-                    .iter()
-                    .zip(&segments)
-                    .all(|(t, s)| t.starts_with('{') || t == s)
-        })
-        .map(|(_, methods)| methods.clone())
-}
-
 /// Maps framework errors (no route, unparsable parameters, missing credentials) to the
 /// service's responses.
 fn error_response(err: poem::Error) -> Response {

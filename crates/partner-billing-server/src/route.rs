@@ -1,5 +1,6 @@
 //! The route template of a request path, e.g. `/v1/billing/resellers/me/api-keys/{apiKeyId}`:
-//! what metrics and access logs name a route by, never the raw path or an id in it.
+//! what metrics and access logs name a route by, never the raw path or an id in it; and the
+//! methods the route takes, for the `Allow` header of a 405 (RFC 9110).
 
 use std::sync::OnceLock;
 
@@ -14,17 +15,20 @@ pub const UNMATCHED: &str = "unmatched";
 /// and its UI.
 const EXTRA: &[&str] = &["/openapi.json", "/docs"];
 
-/// The panel's routes as templates, from the table its router is built from (so no route can
-/// be added without its label): `/panel` and the path, each `:snake_case` parameter as
-/// `{camelCase}` like the API's (`/panel/api-keys/{apiKeyId}/revoke`).
-fn panel_templates() -> Vec<String> {
-    let mut paths: Vec<String> = crate::web::panel_routes()
-        .iter()
-        .map(|route| panel_template(route.path))
-        .collect();
-    paths.sort();
-    paths.dedup();
-    paths
+/// The panel's routes as templates with their methods, from the table its router is built
+/// from (so no route can be added without its label): `/panel` and the path, each
+/// `:snake_case` parameter as `{camelCase}` like the API's (`/panel/api-keys/{apiKeyId}/revoke`).
+fn panel_templates() -> Vec<(String, Vec<String>)> {
+    let mut templates: Vec<(String, Vec<String>)> = Vec::new();
+    for route in crate::web::panel_routes() {
+        let text = panel_template(route.path);
+        let method = route.method.as_str().to_owned();
+        match templates.iter_mut().find(|(t, _)| *t == text) {
+            Some((_, methods)) => methods.push(method),
+            None => templates.push((text, vec![method])),
+        }
+    }
+    templates
 }
 
 fn panel_template(path: &str) -> String {
@@ -60,6 +64,8 @@ struct Template {
     text: String,
     segments: Vec<String>,
     parameters: usize,
+    /// The methods the route takes, e.g. `GET, POST`.
+    allow: String,
 }
 
 fn templates() -> &'static [Template] {
@@ -67,24 +73,40 @@ fn templates() -> &'static [Template] {
     TEMPLATES.get_or_init(|| {
         let doc: serde_json::Value =
             serde_json::from_str(&crate::openapi_document()).unwrap_or_default();
-        let documented = doc["paths"]
-            .as_object()
-            .into_iter()
-            .flat_map(|paths| paths.keys().cloned());
+        let documented =
+            doc["paths"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(path, operations)| {
+                    let methods = operations
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|operations| operations.keys())
+                        .map(|method| method.to_ascii_uppercase())
+                        .collect();
+                    (path.clone(), methods)
+                });
+        let extra = EXTRA
+            .iter()
+            .map(|t| ((*t).to_owned(), vec!["GET".to_owned()]));
         let mut templates: Vec<Template> = documented
-            .chain(EXTRA.iter().map(|t| (*t).to_owned()))
+            .chain(extra)
             .chain(panel_templates())
-            .map(|text| {
+            .map(|(text, mut methods)| {
                 let segments: Vec<String> = text
                     .trim_start_matches('/')
                     .split('/')
                     .map(str::to_owned)
                     .collect();
                 let parameters = segments.iter().filter(|s| s.starts_with('{')).count();
+                methods.sort();
+                methods.dedup();
                 Template {
                     text,
                     segments,
                     parameters,
+                    allow: methods.join(", "),
                 }
             })
             .collect();
@@ -94,20 +116,27 @@ fn templates() -> &'static [Template] {
     })
 }
 
+/// The route `path` matches.
+fn matching(path: &str) -> Option<&'static Template> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    templates().iter().find(|template| {
+        template.segments.len() == segments.len()
+            && template
+                .segments
+                .iter()
+                .zip(&segments)
+                .all(|(t, s)| t.starts_with('{') || t == s)
+    })
+}
+
 /// The template `path` matches, or [`UNMATCHED`].
 pub fn template(path: &str) -> &'static str {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    templates()
-        .iter()
-        .find(|template| {
-            template.segments.len() == segments.len()
-                && template
-                    .segments
-                    .iter()
-                    .zip(&segments)
-                    .all(|(t, s)| t.starts_with('{') || t == s)
-        })
-        .map_or(UNMATCHED, |template| template.text.as_str())
+    matching(path).map_or(UNMATCHED, |template| template.text.as_str())
+}
+
+/// The methods the route of `path` takes, e.g. `GET, POST`; `None` when no route matches.
+pub fn allowed_methods(path: &str) -> Option<&'static str> {
+    matching(path).map(|template| template.allow.as_str())
 }
 
 #[cfg(test)]
@@ -148,6 +177,22 @@ mod tests {
                 route.path
             );
         }
+    }
+
+    #[test]
+    fn each_route_names_its_methods() {
+        assert_eq!(
+            allowed_methods("/v1/billing/resellers/me/api-keys"),
+            Some("GET, POST")
+        );
+        assert_eq!(allowed_methods("/panel/login"), Some("GET, POST"));
+        assert_eq!(allowed_methods("/panel/ledger.csv"), Some("GET"));
+        assert_eq!(
+            allowed_methods("/panel/promo-batches/5f0c7a2e-0000-4000-8000-000000000000/void"),
+            Some("GET, POST")
+        );
+        assert_eq!(allowed_methods("/openapi.json"), Some("GET"));
+        assert_eq!(allowed_methods("/wp-admin"), None);
     }
 
     #[test]

@@ -96,6 +96,31 @@ async fn no_response_carries_cors_headers(db: Db) {
         .unwrap();
     assert_eq!(delete.status(), 405);
     assert_eq!(delete.headers()["allow"], "GET, POST");
+    // The panel's routes too (RFC 9110: a 405 names what the path takes); an id in the path
+    // matches its route's parameter.
+    for (method, path, allow) in [
+        (Method::DELETE, "/panel/ledger", "GET"),
+        (Method::DELETE, "/panel/login", "GET, POST"),
+        (
+            Method::PUT,
+            "/panel/licenses/5f0c7a2e-0000-4000-8000-000000000000/revoke",
+            "POST",
+        ),
+        (
+            Method::DELETE,
+            "/panel/promo-batches/5f0c7a2e-0000-4000-8000-000000000000/void",
+            "GET, POST",
+        ),
+    ] {
+        let response = app
+            .http
+            .request(method.clone(), app.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method} {path}");
+        assert_eq!(response.headers()["allow"], allow, "{method} {path}");
+    }
     // The document served, and the one Swagger UI embeds, both declare the secret header.
     for path in ["/openapi.json", "/docs"] {
         let text = app
