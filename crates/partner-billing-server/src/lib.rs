@@ -42,7 +42,6 @@ use std::time::Duration;
 use poem::endpoint::BoxEndpoint;
 use poem::{EndpointExt, IntoResponse, Response, Route};
 use poem_openapi::{OpenApiService, Tags};
-use serde_json::Value;
 
 use partner_billing::store::Store;
 use partner_billing::wire::ErrorCode;
