@@ -23,43 +23,14 @@ BIN=${BIN:-target/release}
 HERE=$(cd "$(dirname "$0")" && pwd)
 DB=pbbench_reads_$$
 DIR=$(mktemp -d)
-SERVER=""
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-psql "$ADMIN_URL" -qc "CREATE DATABASE $DB" >/dev/null
-URL="${ADMIN_URL%/*}/$DB"
-export PARTNER_BILLING_DATABASE_URL="$URL"
-export PARTNER_BILLING_MASTER_KEY_FILE="$DIR/master.key"
-(umask 077; head -c 32 /dev/urandom >"$PARTNER_BILLING_MASTER_KEY_FILE")
-PB="$BIN/partner-billing"
-PASSWORD=benchmark-password-1
-$PB admin plan create --slug bench --name Bench --duration-days 30 >/dev/null
-$PB admin user add --login alice >/dev/null
-CLIENT=$(printf '%s\n' "$PASSWORD" | $PB admin --json reseller create --name Bench --password-stdin | jq -r .clientId)
-$PB admin quota credit --client-id "$CLIENT" --plan bench --units 1000000000 --reason seed >/dev/null
+CLI="$BIN/partner-billing"
+SERVER_BIN="$BIN/partner-billing-server"
 PORT=18090
-start_server() {
-  $BIN/partner-billing-server --listen 127.0.0.1:$PORT >>"$DIR/server.log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 100); do curl -sf http://127.0.0.1:$PORT/healthz >/dev/null && return; sleep 0.1; done
-  echo "server did not start" >&2; exit 1
-}
-stop_server() { kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=""; }
-start_server
-TOKEN=$(curl -sf -H 'content-type: application/json' \
-  -d "{\"clientId\":\"$CLIENT\",\"password\":\"$PASSWORD\"}" \
-  http://127.0.0.1:$PORT/v1/billing/resellers/sessions | jq -r .sessionToken)
-SECRET=$(curl -sf -X POST -H "authorization: Bearer $TOKEN" \
-  http://127.0.0.1:$PORT/v1/billing/resellers/me/api-keys | jq -r .secret)
-stop_server
+UNITS=1000000000
+. "$HERE/seed.sh"
 HASH=$(printf '%s' "$SECRET" | sha256sum | cut -d' ' -f1)
 ACCOUNT=$(psql "$URL" -Atc "SELECT account_id FROM api_keys WHERE secret_hash = '$HASH'")
 [ -n "$ACCOUNT" ] || { echo "the key's hash is not SHA-256 of the secret here" >&2; exit 1; }
-psql "$URL" -qc "ANALYZE" >/dev/null
 # The key lookup as keys.rs runs it (active at now, account in good standing), then the balances.
 NOW='extract(epoch FROM now())::bigint'
 KEY_SQL="SELECT k.id AS key_row, k.api_key_id, k.account_id, k.last_used_utc, a.client_id FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.secret_hash = '$HASH' AND k.status = 'active' AND (k.expires_utc IS NULL OR k.expires_utc > $NOW) AND a.standing = 'good';"

@@ -19,37 +19,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$PWD
 DB=pbbench_instr_$$
 DIR=$(mktemp -d)
-SERVER=""
+SERVER_BIN=$1
 PORT=18094
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
-psql "$ADMIN_URL" -qc "CREATE DATABASE $DB" >/dev/null
-export PARTNER_BILLING_DATABASE_URL="${ADMIN_URL%/*}/$DB"
-export PARTNER_BILLING_MASTER_KEY_FILE="$DIR/master.key"
-(umask 077; head -c 32 /dev/urandom >"$PARTNER_BILLING_MASTER_KEY_FILE")
-PASSWORD=benchmark-password-1
-$CLI admin plan create --slug bench --name Bench --duration-days 30 >/dev/null
-$CLI admin user add --login alice >/dev/null
-CLIENT=$(printf '%s\n' "$PASSWORD" | $CLI admin --json reseller create --name Bench --password-stdin | jq -r .clientId)
-$CLI admin quota credit --client-id "$CLIENT" --plan bench --units 1000 --reason seed >/dev/null
-wait_up() {
-  for _ in $(seq 600); do curl -sf http://127.0.0.1:$PORT/healthz >/dev/null && return; sleep 0.1; done
-  echo "server did not start" >&2; exit 1
-}
-"$1" --listen 127.0.0.1:$PORT >>"$DIR/server.log" 2>&1 &
-SERVER=$!
-wait_up
-TOKEN=$(curl -sf -H 'content-type: application/json' \
-  -d "{\"clientId\":\"$CLIENT\",\"password\":\"$PASSWORD\"}" \
-  http://127.0.0.1:$PORT/v1/billing/resellers/sessions | jq -r .sessionToken)
-SECRET=$(curl -sf -X POST -H "authorization: Bearer $TOKEN" \
-  http://127.0.0.1:$PORT/v1/billing/resellers/me/api-keys | jq -r .secret)
-kill "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=""
-psql "$PARTNER_BILLING_DATABASE_URL" -qc "ANALYZE" >/dev/null
+UNITS=1000
+. "$HERE/seed.sh"
 # READS reads over one connection: curl sends them one after another on one connection.
 for _ in $(seq "$READS"); do
   printf 'url = "http://127.0.0.1:%s/v1/billing/partner/balances"\noutput = "/dev/null"\n' "$PORT"
@@ -62,15 +35,13 @@ n=0
 for server in "$@"; do
   n=$((n + 1))
   rm -f "$OUT/callgrind.$n.out"*
-  TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.$n.out" \
-    "$server" --listen 127.0.0.1:$PORT >>"$DIR/server.log" 2>&1 &
-  SERVER=$!
-  wait_up
+  TOKIO_WORKER_THREADS=1 start_server valgrind --tool=callgrind \
+    --callgrind-out-file="$OUT/callgrind.$n.out" "$server"
   reads >/dev/null
   callgrind_control -z "$SERVER" >/dev/null 2>&1
   sent=$(reads)
   callgrind_control -d "$SERVER" >/dev/null 2>&1
-  kill -INT "$SERVER"; wait "$SERVER" 2>/dev/null || true; SERVER=""
+  stop_server
   total=$(grep -h '^totals:' "$OUT/callgrind.$n.out".1 | awk '{print $2}')
   printf '%s: %s reads, %s instructions, %.0f per read\n' "$server" "$sent" "$total" "$(echo "$total / $sent" | bc -l)"
 done
