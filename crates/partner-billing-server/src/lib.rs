@@ -150,15 +150,17 @@ pub fn app_with(state: AppState, options: AppOptions) -> BoxEndpoint<'static> {
         .nest("/panel", web::routes())
         .at(
             "/openapi.json",
-            poem::endpoint::make_sync(move |_| {
+            poem::get(poem::endpoint::make_sync(move |_| {
                 Response::builder()
                     .content_type("application/json")
                     .body(openapi_json.clone())
-            }),
+            })),
         )
         .at(
             "/docs",
-            poem::endpoint::make_sync(move |_| poem::web::Html(swagger.clone()).into_response()),
+            poem::get(poem::endpoint::make_sync(move |_| {
+                poem::web::Html(swagger.clone()).into_response()
+            })),
         )
         .data(state)
         .catch_all_error(|err: poem::Error| async move { error_response(err) })

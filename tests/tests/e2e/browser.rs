@@ -96,8 +96,8 @@ async fn no_response_carries_cors_headers(db: Db) {
         .unwrap();
     assert_eq!(delete.status(), 405);
     assert_eq!(delete.headers()["allow"], "GET, POST");
-    // The panel's routes too (RFC 9110: a 405 names what the path takes); an id in the path
-    // matches its route's parameter.
+    // The panel's routes, the document and its UI too (RFC 9110: a 405 names what the path
+    // takes); an id in the path matches its route's parameter.
     for (method, path, allow) in [
         (Method::DELETE, "/panel/ledger", "GET"),
         (Method::DELETE, "/panel/login", "GET, POST"),
@@ -111,6 +111,8 @@ async fn no_response_carries_cors_headers(db: Db) {
             "/panel/promo-batches/5f0c7a2e-0000-4000-8000-000000000000/void",
             "GET, POST",
         ),
+        (Method::POST, "/openapi.json", "GET"),
+        (Method::DELETE, "/docs", "GET"),
     ] {
         let response = app
             .http
