@@ -23,7 +23,11 @@ pub fn of(req: &Request) -> Arc<str> {
     req.header(HEADER)
         .filter(|id| acceptable(id))
         .map(Arc::from)
-        .unwrap_or_else(|| Arc::from(uuid::Uuid::new_v4().to_string()))
+        .unwrap_or_else(|| {
+            // Encoded in place: one allocation (the `Arc`), not a `String` copied into one.
+            let mut buffer = uuid::Uuid::encode_buffer();
+            Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer))
+        })
 }
 
 /// The answer with its request id: in the `X-Request-Id` header, and in a problem body.
