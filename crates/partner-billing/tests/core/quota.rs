@@ -190,7 +190,36 @@ async fn a_ledger_read_is_one_snapshot(store: Store) {
     assert_eq!(after[1_500].reason.as_deref(), Some("during the read"));
 }
 
+/// A license naming an account and plan with no balance behind it (what no write path makes)
+/// fails the audit: with no foreign key on those columns (PostgreSQL), the audit is the check.
+async fn a_license_without_its_balance_fails_the_audit(store: Store) {
+    let r = reseller(&store, 3).await;
+    let other = other_plan(&store).await;
+    assert!(audit_verify(&store).await.is_ok());
+    let id = account_id(&store, &r.client_id).await;
+    sqlx::query("INSERT INTO users (login, created_utc) VALUES ('orphan-owner', 0)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, created_utc, \
+         starts_utc, expires_utc) SELECT 'orphan', u.id, p.id, $1, 'direct', 0, 0, NULL \
+         FROM users u, plans p WHERE u.login = 'orphan-owner' AND p.slug = $2",
+    )
+    .bind(id)
+    .bind(other.as_str())
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let err = audit_verify(&store).await.unwrap_err();
+    assert!(
+        err.to_string().contains("1 licenses have no balance"),
+        "{err}"
+    );
+}
+
 on_both_databases!(
+    a_license_without_its_balance_fails_the_audit,
     credit_adds_to_the_balance_and_the_ledger,
     a_debit_charges_once_and_never_below_zero,
     a_long_ledger_streams_whole_and_in_order,
