@@ -41,6 +41,9 @@ pub enum HoldPoint {
     /// A promo batch inside its write transaction, after the debit: a slow write, as a slow
     /// disk would make it. Held per account.
     PromoWriteOpen,
+    /// A license group taken from its lane, before its transaction: a slow database, as a
+    /// held lock would make it. Held per account (the group's first request's).
+    LicenseGroupTaken,
 }
 
 /// The faults armed on one store, each consumed by the first check at its point, and the

@@ -1,6 +1,7 @@
 //! The id of the request a task is serving, for its log lines: set once around the request's
 //! future, read by the log formatters, and carried by hand into a task that works for the
-//! request (a license group writes "license issued" in its request's scope).
+//! request (a license group writes "license issued" in the scope of a request that went away
+//! before its answer).
 //!
 //! A task-local rather than a `tracing` span: entering and leaving a span on every poll of a
 //! request (a lock in the filter, a reference count in the registry) cost about a tenth of a

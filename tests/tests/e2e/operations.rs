@@ -1,8 +1,14 @@
 //! Operations (docs/operations.md): metrics on their own listener, request ids, JSON logs, and the
 //! graceful stop of the real binary with a batch in flight.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use partner_billing::domain::Secret;
+use partner_billing::licenses::{self, IssueLicense};
+use partner_billing::store::HoldPoint;
+use partner_billing::wire::IssueLicenseRequest;
+use partner_billing::{keys, request_scope};
 use partner_billing_tests::process::ServerProcess;
 use partner_billing_tests::{Db, TempDir, TestApp, both_databases, logs};
 use reqwest::Method;
@@ -12,6 +18,7 @@ both_databases!(
     metrics_count_requests_by_template_and_units_charged,
     request_ids_are_echoed_logged_and_in_problems,
     sigterm_lets_a_batch_in_flight_finish,
+    a_license_whose_caller_went_away_is_still_logged,
 );
 
 /// The value of the sample whose line starts with `series` (name and labels), if any.
@@ -399,5 +406,61 @@ async fn the_group_commits_lines_carry_the_request_id() {
     assert_eq!(object["requestId"], "group-line-1", "{line}");
     assert_eq!(object["fields"]["plan"], "pro", "{line}");
     drop(server);
+    app.stop().await;
+}
+
+/// A caller that goes away while its license group is held (a client that hung up): the
+/// license still commits, and the group writes its "license issued" line, with the caller's
+/// request id, since the caller is no longer there to write it.
+async fn a_license_whose_caller_went_away_is_still_logged(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan("pro").await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 1).await;
+    let secret = Secret::from_presented(r.secret.clone());
+    let account = keys::authenticate_api_key(&app.store, &r.client_id, &secret)
+        .await
+        .unwrap();
+    let hold = app
+        .store
+        .hold(HoldPoint::LicenseGroupTaken, account.account_id);
+    let id = format!("gone-{}", uuid::Uuid::new_v4().simple());
+    let request = IssueLicense::try_from(&IssueLicenseRequest {
+        plan_slug: "pro".to_owned(),
+        login: "alice".to_owned(),
+        idempotency_key: "went-away-0001".to_owned(),
+    })
+    .unwrap();
+    let store = app.store.clone();
+    let caller = tokio::spawn(request_scope::serve(Arc::from(id.as_str()), async move {
+        licenses::issue_license(&store, &account, request).await
+    }));
+    hold.wait_for_arrivals(1).await;
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    hold.release();
+
+    // The group ends (nothing waiting or running) once it has answered, or found no one to.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while app.store.license_group_stats().1 > 0 {
+        assert!(Instant::now() < deadline, "the held group never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let balances = app.partner(Method::GET, "/v1/billing/partner/balances", &r);
+    let body: Value = balances.send().await.unwrap().json().await.unwrap();
+    assert_eq!(body["balances"][0]["remainingBalance"], 0, "{body}");
+    let licenses = app.partner(Method::GET, "/v1/billing/partner/licenses", &r);
+    let body: Value = licenses.send().await.unwrap().json().await.unwrap();
+    let license_id = body["licenses"][0]["licenseId"]
+        .as_str()
+        .expect("the license");
+    let logged = logs::captured();
+    assert!(
+        logged.lines().any(|line| line.contains("license issued")
+            && line.contains(&format!("request_id={id}"))
+            && line.contains(license_id)),
+        "the group logged the license in its caller's scope"
+    );
     app.stop().await;
 }

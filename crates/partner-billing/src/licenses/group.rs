@@ -138,11 +138,28 @@ pub(crate) async fn issue(
     } else {
         tokio::spawn(run_alone(store.clone(), pending));
     }
-    answer.await.unwrap_or_else(|_| {
+    let answer = answer.await.unwrap_or_else(|_| {
         Err(Error::Internal(
             "the license transaction ended without an answer".to_owned(),
         ))
-    })
+    });
+    if let Ok(issued) = &answer
+        && !issued.replayed
+    {
+        log_issued(account, &issued.value);
+    }
+    answer
+}
+
+/// The line of a license issued, written by its request: the lane that committed it goes on
+/// to the next group without formatting a line per license.
+fn log_issued(account: &PartnerAccount, license: &License) {
+    tracing::info!(
+        client_id = %account.client_id,
+        license_id = %license.license_id,
+        plan = %license.plan_slug,
+        "license issued"
+    );
 }
 
 /// Queues the request in its lane, starting the lane's committer when none runs.

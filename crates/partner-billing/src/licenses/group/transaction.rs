@@ -5,6 +5,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, Connection};
 
 use super::decide::{Decided, Step, decide, keyed_requests};
+use super::log_issued;
 use super::pending::Pending;
 use super::read::read_group;
 use super::writes::Written;
@@ -16,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, KeyBatch, Keyed, Outcome};
 use crate::licenses::request::fingerprint;
 use crate::request_scope;
-use crate::store::{CrashPoint, Store, Tx, crash_point};
+use crate::store::{CrashPoint, HoldPoint, Store, Tx, crash_point};
 
 /// The retryable error every request of a failed transaction answers with.
 fn shared_failure(err: &Error) -> Error {
@@ -41,6 +42,11 @@ pub(super) async fn run_transaction(
     // Concurrent requests have no order of their own to keep; the sort is stable, so one
     // balance's requests keep their arrival order.
     batch.sort_by_key(|p| (p.account.account_id, p.plan.map(|plan| plan.id)));
+    if let Some(first) = batch.first() {
+        store
+            .pass(HoldPoint::LicenseGroupTaken, first.account.account_id)
+            .await;
+    }
     let statements = dialect::license_group(store.backend());
     let settled = match statements.first_try {
         Some(first_try) => match optimistic(store, first_try, conn, &batch).await {
@@ -69,27 +75,25 @@ pub(super) async fn run_transaction(
     }
     for (pending, step) in batch.into_iter().zip(steps) {
         let answer = match (step, &committed) {
-            (Ok(Keyed::Fresh(license)), Ok(())) => {
-                request_scope::within(pending.request_id, || {
-                    tracing::info!(
-                        client_id = %pending.account.client_id,
-                        license_id = %license.license_id,
-                        plan = %pending.request.plan,
-                        "license issued"
-                    )
-                });
-                Ok(Outcome {
-                    value: license,
-                    replayed: false,
-                })
-            }
+            (Ok(Keyed::Fresh(license)), Ok(())) => Ok(Outcome {
+                value: license,
+                replayed: false,
+            }),
             // A replay may have read a record this very transaction wrote (a retry queued
             // beside its original): it stands only if the transaction committed.
             (Ok(_), Err(err)) => Err(shared_failure(err)),
             (Ok(Keyed::Replay(body)), Ok(())) => idempotency::replayed(&body),
             (Err(err), _) => Err(err),
         };
-        let _ = pending.reply.send(answer);
+        // The caller writes "license issued" in its own task, off this lane; if it went away,
+        // the line is written here, in its request's scope, since the license stands.
+        if let Err(Ok(issued)) = pending.reply.send(answer)
+            && !issued.replayed
+        {
+            request_scope::within(pending.request_id, || {
+                log_issued(&pending.account, &issued.value)
+            });
+        }
     }
 }
 
