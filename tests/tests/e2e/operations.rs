@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use partner_billing::domain::Secret;
+use partner_billing::idempotency::Outcome;
+use partner_billing::keys::{self, PartnerAccount};
 use partner_billing::licenses::{self, IssueLicense};
-use partner_billing::store::HoldPoint;
-use partner_billing::wire::IssueLicenseRequest;
-use partner_billing::{keys, request_scope};
+use partner_billing::request_scope;
+use partner_billing::store::{Hold, HoldPoint};
+use partner_billing::wire::{IssueLicenseRequest, License};
 use partner_billing_tests::process::ServerProcess;
-use partner_billing_tests::{Db, TempDir, TestApp, both_databases, logs};
+use partner_billing_tests::{Db, Reseller, TempDir, TestApp, both_databases, logs};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -19,6 +21,7 @@ both_databases!(
     request_ids_are_echoed_logged_and_in_problems,
     sigterm_lets_a_batch_in_flight_finish,
     a_license_whose_caller_went_away_is_still_logged,
+    a_license_answered_but_never_read_is_still_logged,
 );
 
 /// The value of the sample whose line starts with `series` (name and labels), if any.
@@ -409,11 +412,9 @@ async fn the_group_commits_lines_carry_the_request_id() {
     app.stop().await;
 }
 
-/// A caller that goes away while its license group is held (a client that hung up): the
-/// license still commits, and the group writes its "license issued" line, with the caller's
-/// request id, since the caller is no longer there to write it.
-async fn a_license_whose_caller_went_away_is_still_logged(db: Db) {
-    let app = TestApp::spawn(&db).await;
+/// A reseller with one unit of `pro`, the login `alice`, and its account as the engine knows it.
+async fn one_unit_of_pro(db: &Db) -> (TestApp, Reseller, PartnerAccount) {
+    let app = TestApp::spawn(db).await;
     let r = app.reseller().await;
     app.plan("pro").await;
     app.user("alice").await;
@@ -422,10 +423,15 @@ async fn a_license_whose_caller_went_away_is_still_logged(db: Db) {
     let account = keys::authenticate_api_key(&app.store, &r.client_id, &secret)
         .await
         .unwrap();
-    let hold = app
-        .store
-        .hold(HoldPoint::LicenseGroupTaken, account.account_id);
-    let id = format!("gone-{}", uuid::Uuid::new_v4().simple());
+    (app, r, account)
+}
+
+/// A license of `pro` for `alice`, asked for in the scope of request `id`.
+fn issue_in_scope(
+    app: &TestApp,
+    account: PartnerAccount,
+    id: &str,
+) -> impl Future<Output = partner_billing::Result<Outcome<License>>> + Send + 'static {
     let request = IssueLicense::try_from(&IssueLicenseRequest {
         plan_slug: "pro".to_owned(),
         login: "alice".to_owned(),
@@ -433,34 +439,89 @@ async fn a_license_whose_caller_went_away_is_still_logged(db: Db) {
     })
     .unwrap();
     let store = app.store.clone();
-    let caller = tokio::spawn(request_scope::serve(Arc::from(id.as_str()), async move {
+    request_scope::serve(Arc::from(id), async move {
         licenses::issue_license(&store, &account, request).await
-    }));
-    hold.wait_for_arrivals(1).await;
-    caller.abort();
-    assert!(caller.await.unwrap_err().is_cancelled());
-    hold.release();
+    })
+}
 
-    // The group ends (nothing waiting or running) once it has answered, or found no one to.
+/// Waits (bounded) until the held group's first request has arrived at the hold.
+async fn arrived(hold: &Hold) {
+    tokio::time::timeout(Duration::from_secs(10), hold.wait_for_arrivals(1))
+        .await
+        .expect("the license request reached its group");
+}
+
+/// Waits (bounded) until no license group runs: the released group has answered, or found no
+/// one to answer.
+async fn groups_ended(app: &TestApp) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while app.store.license_group_stats().1 > 0 {
         assert!(Instant::now() < deadline, "the held group never ended");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let balances = app.partner(Method::GET, "/v1/billing/partner/balances", &r);
+}
+
+/// The unit was charged, the license is listed, and exactly one "license issued" line names
+/// it, with request id `id`.
+async fn issued_and_logged_once(app: &TestApp, r: &Reseller, id: &str) {
+    let balances = app.partner(Method::GET, "/v1/billing/partner/balances", r);
     let body: Value = balances.send().await.unwrap().json().await.unwrap();
     assert_eq!(body["balances"][0]["remainingBalance"], 0, "{body}");
-    let licenses = app.partner(Method::GET, "/v1/billing/partner/licenses", &r);
+    let licenses = app.partner(Method::GET, "/v1/billing/partner/licenses", r);
     let body: Value = licenses.send().await.unwrap().json().await.unwrap();
     let license_id = body["licenses"][0]["licenseId"]
         .as_str()
         .expect("the license");
     let logged = logs::captured();
+    let lines: Vec<&str> = logged
+        .lines()
+        .filter(|line| line.contains("license issued") && line.contains(license_id))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line for the license: {lines:?}");
     assert!(
-        logged.lines().any(|line| line.contains("license issued")
-            && line.contains(&format!("request_id={id}"))
-            && line.contains(license_id)),
-        "the group logged the license in its caller's scope"
+        lines[0].contains(&format!("request_id={id}")),
+        "in its caller's scope: {}",
+        lines[0]
     );
+}
+
+/// A caller that goes away while its license group is held (a client that hung up): the
+/// license still commits, and the group writes its "license issued" line, with the caller's
+/// request id, since the caller is no longer there to write it.
+async fn a_license_whose_caller_went_away_is_still_logged(db: Db) {
+    let (app, r, account) = one_unit_of_pro(&db).await;
+    let hold = app
+        .store
+        .hold(HoldPoint::LicenseGroupTaken, account.account_id);
+    let id = format!("gone-{}", uuid::Uuid::new_v4().simple());
+    let caller = tokio::spawn(issue_in_scope(&app, account, &id));
+    arrived(&hold).await;
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    hold.release();
+    groups_ended(&app).await;
+    issued_and_logged_once(&app, &r, &id).await;
+    app.stop().await;
+}
+
+/// A caller that goes away after its group sent the answer but before reading it (a client
+/// that hung up as the answer came): the line is written as the caller's end of the answer is
+/// dropped, with the caller's request id.
+async fn a_license_answered_but_never_read_is_still_logged(db: Db) {
+    let (app, r, account) = one_unit_of_pro(&db).await;
+    let hold = app
+        .store
+        .hold(HoldPoint::LicenseGroupTaken, account.account_id);
+    let id = format!("unread-{}", uuid::Uuid::new_v4().simple());
+    let mut caller = Box::pin(issue_in_scope(&app, account, &id));
+    // Polled until it waits in its group, then never again.
+    tokio::select! {
+        _ = &mut caller => panic!("answered while its group was held"),
+        () = arrived(&hold) => {}
+    }
+    hold.release();
+    groups_ended(&app).await;
+    drop(caller);
+    issued_and_logged_once(&app, &r, &id).await;
     app.stop().await;
 }

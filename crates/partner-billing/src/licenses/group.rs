@@ -56,7 +56,7 @@ mod transaction;
 mod writes;
 
 use pending::Pending;
-use transaction::run_transaction;
+use transaction::{log_issued, run_transaction};
 
 /// Most requests one transaction takes; more wait for the next one.
 const MAX_GROUP: usize = 64;
@@ -138,28 +138,48 @@ pub(crate) async fn issue(
     } else {
         tokio::spawn(run_alone(store.clone(), pending));
     }
-    let answer = answer.await.unwrap_or_else(|_| {
-        Err(Error::Internal(
-            "the license transaction ended without an answer".to_owned(),
-        ))
-    });
-    if let Ok(issued) = &answer
-        && !issued.replayed
-    {
-        log_issued(account, &issued.value);
+    AnswerSlot {
+        receiver: answer,
+        account,
     }
-    answer
+    .wait()
+    .await
 }
 
-/// The line of a license issued, written by its request: the lane that committed it goes on
-/// to the next group without formatting a line per license.
-fn log_issued(account: &PartnerAccount, license: &License) {
-    tracing::info!(
-        client_id = %account.client_id,
-        license_id = %license.license_id,
-        plan = %license.plan_slug,
-        "license issued"
-    );
+/// The caller's end of its answer. The line of a fresh license is written by whoever ends up
+/// holding the license: the caller once it reads it; this end's drop when the caller went away
+/// after the group sent it but before reading it; the group when the caller went away before.
+/// The lane itself goes on to its next group without formatting a line per license.
+struct AnswerSlot<'a> {
+    receiver: oneshot::Receiver<Result<Outcome<License>>>,
+    account: &'a PartnerAccount,
+}
+
+impl AnswerSlot<'_> {
+    async fn wait(mut self) -> Result<Outcome<License>> {
+        let answer = (&mut self.receiver).await.unwrap_or_else(|_| {
+            Err(Error::Internal(
+                "the license transaction ended without an answer".to_owned(),
+            ))
+        });
+        if let Ok(issued) = &answer
+            && !issued.replayed
+        {
+            log_issued(self.account, &issued.value);
+        }
+        answer
+    }
+}
+
+impl Drop for AnswerSlot<'_> {
+    fn drop(&mut self) {
+        // An answer the group sent and the caller never read (once read, nothing is left).
+        if let Ok(Ok(issued)) = self.receiver.try_recv()
+            && !issued.replayed
+        {
+            log_issued(self.account, &issued.value);
+        }
+    }
 }
 
 /// Queues the request in its lane, starting the lane's committer when none runs.

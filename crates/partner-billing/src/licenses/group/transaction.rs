@@ -5,7 +5,6 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, Connection};
 
 use super::decide::{Decided, Step, decide, keyed_requests};
-use super::log_issued;
 use super::pending::Pending;
 use super::read::read_group;
 use super::writes::Written;
@@ -15,9 +14,11 @@ use crate::db::dialect::{
 };
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, KeyBatch, Keyed, Outcome};
+use crate::keys::PartnerAccount;
 use crate::licenses::request::fingerprint;
 use crate::request_scope;
 use crate::store::{CrashPoint, HoldPoint, Store, Tx, crash_point};
+use crate::wire::License;
 
 /// The retryable error every request of a failed transaction answers with.
 fn shared_failure(err: &Error) -> Error {
@@ -85,8 +86,9 @@ pub(super) async fn run_transaction(
             (Ok(Keyed::Replay(body)), Ok(())) => idempotency::replayed(&body),
             (Err(err), _) => Err(err),
         };
-        // The caller writes "license issued" in its own task, off this lane; if it went away,
-        // the line is written here, in its request's scope, since the license stands.
+        // The caller writes "license issued" in its own task, off this lane (`AnswerSlot`); if
+        // it went away before its answer, the line is written here, in its request's scope,
+        // since the license stands.
         if let Err(Ok(issued)) = pending.reply.send(answer)
             && !issued.replayed
         {
@@ -95,6 +97,17 @@ pub(super) async fn run_transaction(
             });
         }
     }
+}
+
+/// The line of a license issued, in the scope of the request that asked for it (see
+/// `AnswerSlot` for who writes it).
+pub(super) fn log_issued(account: &PartnerAccount, license: &License) {
+    tracing::info!(
+        client_id = %account.client_id,
+        license_id = %license.license_id,
+        plan = %license.plan_slug,
+        "license issued"
+    );
 }
 
 /// Each request's fingerprint, in batch order.
