@@ -71,8 +71,13 @@ where
     } else {
         ("<", "DESC")
     };
-    let columns = key.join(", ");
-    let params: Vec<String> = (0..key.len()).map(|i| format!("${}", i + 3)).collect();
+    // The keyset names the account first (see `reads`): the account column of the
+    // key's table, bound as `$1`.
+    let table = key[0].split_once('.').map_or("", |(table, _)| table);
+    let columns = format!("{table}.account_id, {}", key.join(", "));
+    let params: Vec<String> = std::iter::once("$1".to_owned())
+        .chain((0..key.len()).map(|i| format!("${}", i + 3)))
+        .collect();
     let params = params.join(", ");
     let limit_param = key.len() + 3;
     let fetch = |op: &str, order: &str, position: Vec<i64>, limit: i64| {
@@ -185,7 +190,10 @@ pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result
             let Some(before) = before else {
                 return Ok::<_, crate::Error>(None);
             };
-            let sql = format!("{LEDGER_SELECT} AND l.id < $3 ORDER BY l.id DESC LIMIT $4");
+            // The keyset names the account (see `reads`).
+            let sql = format!(
+                "{LEDGER_SELECT} AND (l.account_id, l.id) < ($1, $3) ORDER BY l.id DESC LIMIT $4"
+            );
             let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(account_id)
                 .bind("")

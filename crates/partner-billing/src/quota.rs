@@ -86,7 +86,8 @@ pub async fn ledger(
                 "SELECT l.id AS entry_id, p.slug AS product_slug, l.kind, l.delta, \
                      l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
                      FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-                     WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) AND l.id > $3 \
+                     WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) \
+                     AND (l.account_id, l.id) > ($1, $3) \
                      ORDER BY l.id LIMIT $4",
             )
             .bind(account_id)

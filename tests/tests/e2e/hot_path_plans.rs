@@ -475,3 +475,99 @@ fn older_link(body: &str) -> Option<String> {
             .replace("&amp;", "&"),
     )
 }
+
+/// Rows of one large account, written in bulk; then as many newer rows of another account.
+const LARGE_ACCOUNT_ROWS: i64 = 20_000;
+const NEWER_FOREIGN_ROWS: i64 = 10_000;
+
+/// A large account's newest-first lists start at its own newest rows, whatever other accounts
+/// wrote since. Once statistics showed one account holding most rows, PostgreSQL read "newest
+/// first" off the primary key, filtered by account, and stepped over every newer row of the
+/// others before it reached the account's: a quiet large reseller's first page grew with
+/// everyone else's activity (22 ms for 200 000 such rows). The lists now name the account in
+/// their keyset condition, which only the account's own index serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
+    let Some(db) = Db::postgres() else {
+        return;
+    };
+    let app = TestApp::spawn(&db).await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.user("alice").await;
+    let large = app.reseller().await;
+    let other = app.reseller().await;
+    let mut admin = sqlx::PgConnection::connect(&app.database_url)
+        .await
+        .expect("admin connection");
+    for (reseller, rows) in [(&large, LARGE_ACCOUNT_ROWS), (&other, NEWER_FOREIGN_ROWS)] {
+        sqlx::query(
+            "INSERT INTO ledger_entries (account_id, plan_id, kind, delta, balance_after, actor, \
+             reason, reference, created_utc) \
+             SELECT a.id, p.id, 'license', -1, 0, 'test', NULL, md5(a.id || '-' || g), 0 \
+             FROM accounts a, plans p, generate_series(1, $2) AS g \
+             WHERE a.client_id = $1 AND p.slug = 'pro'",
+        )
+        .bind(&reseller.client_id)
+        .bind(rows)
+        .execute(&mut admin)
+        .await
+        .expect("ledger rows");
+        sqlx::query(
+            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, \
+             created_utc, starts_utc, expires_utc) \
+             SELECT md5(a.id || '-' || g), u.id, p.id, a.id, 'direct', 0, 0, NULL \
+             FROM accounts a, plans p, users u, generate_series(1, $2) AS g \
+             WHERE a.client_id = $1 AND p.slug = 'pro' AND u.login = 'alice'",
+        )
+        .bind(&reseller.client_id)
+        .bind(rows)
+        .execute(&mut admin)
+        .await
+        .expect("license rows");
+    }
+    sqlx::query("ANALYZE")
+        .execute(&mut admin)
+        .await
+        .expect("analyze");
+
+    // The counts start from zero once the setup's connections are gone.
+    let closed = app.close().await;
+    wait_for_no_other_connection(&mut admin).await;
+    sqlx::query("SELECT pg_stat_reset()")
+        .execute(&mut admin)
+        .await
+        .expect("reset statistics");
+    let app = TestApp::reopen(closed).await;
+    // Each first page several times, so that generic plans get their turn too.
+    let cookie = panel_cookie(&app, &large).await;
+    let partner = partner_request(&app, &large);
+    for _ in 0..8 {
+        for path in [LICENSES, "/v1/billing/partner/promo-batches"] {
+            json_of(partner(Method::GET, path), 200).await;
+        }
+        for path in ["/panel/ledger", "/panel/licenses", "/panel/promo-batches"] {
+            panel_get(&app, &cookie, path).await;
+        }
+    }
+    let csv = panel_get(&app, &cookie, "/panel/ledger.csv").await;
+    assert!(
+        csv.lines().count() as i64 > LARGE_ACCOUNT_ROWS,
+        "the whole ledger"
+    );
+    let _closed = app.close().await;
+    wait_for_no_other_connection(&mut admin).await;
+
+    let read: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes \
+         WHERE indexrelname IN ('licenses_pkey', 'ledger_entries_pkey') ORDER BY 1",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("index reads");
+    assert!(
+        read.iter()
+            .all(|(_, tuples)| *tuples < NEWER_FOREIGN_ROWS / 2),
+        "the large account's lists stepped over the other account's rows \
+         (index, entries read): {read:?}"
+    );
+}
