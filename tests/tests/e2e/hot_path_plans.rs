@@ -62,14 +62,7 @@ async fn no_request_scans_a_growing_table_on_a_database_never_analyzed() {
     never_analyze(&mut admin).await;
     let (r, token) = grow_history(&app).await;
 
-    // The history's connections gone (their counts flushed), the counts start from zero.
-    let closed = app.close().await;
-    wait_for_no_other_connection(&mut admin).await;
-    sqlx::query("SELECT pg_stat_reset()")
-        .execute(&mut admin)
-        .await
-        .expect("reset statistics");
-    let app = TestApp::reopen(closed).await;
+    let app = counts_from_zero(app, &mut admin).await;
     every_kind_of_request(&app, &r, &token).await;
     // Kept to the end: the database goes when it is dropped.
     let _closed = app.close().await;
@@ -114,6 +107,18 @@ async fn never_analyze(admin: &mut sqlx::PgConnection) {
         .await
         .expect("autovacuum off");
     }
+}
+
+/// The app again, with PostgreSQL's counts from zero: its connections so far ended first, so
+/// their counts were written before the reset.
+async fn counts_from_zero(app: TestApp, admin: &mut sqlx::PgConnection) -> TestApp {
+    let closed = app.close().await;
+    wait_for_no_other_connection(admin).await;
+    sqlx::query("SELECT pg_stat_reset()")
+        .execute(&mut *admin)
+        .await
+        .expect("reset statistics");
+    TestApp::reopen(closed).await
 }
 
 /// PostgreSQL writes a connection's counts when it ends: wait until every connection to the
@@ -530,14 +535,7 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
         .await
         .expect("analyze");
 
-    // The counts start from zero once the setup's connections are gone.
-    let closed = app.close().await;
-    wait_for_no_other_connection(&mut admin).await;
-    sqlx::query("SELECT pg_stat_reset()")
-        .execute(&mut admin)
-        .await
-        .expect("reset statistics");
-    let app = TestApp::reopen(closed).await;
+    let app = counts_from_zero(app, &mut admin).await;
     // Each first page several times, so that generic plans get their turn too.
     let cookie = panel_cookie(&app, &large).await;
     let partner = partner_request(&app, &large);
