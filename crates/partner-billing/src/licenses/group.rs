@@ -56,7 +56,7 @@ mod transaction;
 mod writes;
 
 use pending::Pending;
-use transaction::{log_issued, run_transaction};
+use transaction::{log_if_issued, run_transaction};
 
 /// Most requests one transaction takes; more wait for the next one.
 const MAX_GROUP: usize = 64;
@@ -162,11 +162,7 @@ impl AnswerSlot<'_> {
                 "the license transaction ended without an answer".to_owned(),
             ))
         });
-        if let Ok(issued) = &answer
-            && !issued.replayed
-        {
-            log_issued(self.account, &issued.value);
-        }
+        log_if_issued(self.account, &answer);
         answer
     }
 }
@@ -174,10 +170,8 @@ impl AnswerSlot<'_> {
 impl Drop for AnswerSlot<'_> {
     fn drop(&mut self) {
         // An answer the group sent and the caller never read (once read, nothing is left).
-        if let Ok(Ok(issued)) = self.receiver.try_recv()
-            && !issued.replayed
-        {
-            log_issued(self.account, &issued.value);
+        if let Ok(answer) = self.receiver.try_recv() {
+            log_if_issued(self.account, &answer);
         }
     }
 }

@@ -89,25 +89,27 @@ pub(super) async fn run_transaction(
         // The caller writes "license issued" in its own task, off this lane (`AnswerSlot`); if
         // it went away before its answer, the line is written here, in its request's scope,
         // since the license stands.
-        if let Err(Ok(issued)) = pending.reply.send(answer)
-            && !issued.replayed
-        {
+        if let Err(answer) = pending.reply.send(answer) {
             request_scope::within(pending.request_id, || {
-                log_issued(&pending.account, &issued.value)
+                log_if_issued(&pending.account, &answer)
             });
         }
     }
 }
 
-/// The line of a license issued, in the scope of the request that asked for it (see
-/// `AnswerSlot` for who writes it).
-pub(super) fn log_issued(account: &PartnerAccount, license: &License) {
-    tracing::info!(
-        client_id = %account.client_id,
-        license_id = %license.license_id,
-        plan = %license.plan_slug,
-        "license issued"
-    );
+/// The "license issued" line of an answer that carries a fresh license (not a replay), in the
+/// scope of the request that asked for it (see `AnswerSlot` for who writes it).
+pub(super) fn log_if_issued(account: &PartnerAccount, answer: &Result<Outcome<License>>) {
+    if let Ok(issued) = answer
+        && !issued.replayed
+    {
+        tracing::info!(
+            client_id = %account.client_id,
+            license_id = %issued.value.license_id,
+            plan = %issued.value.plan_slug,
+            "license issued"
+        );
+    }
 }
 
 /// Each request's fingerprint, in batch order.
