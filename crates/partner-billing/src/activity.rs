@@ -3,13 +3,14 @@
 //! its licenses, and its activity (the audit trail, read in `audit`).
 //!
 //! Every page is a keyset page, newest first, with an "Older" and a "Newer" cursor: `WHERE
-//! (key) < (cursor) ORDER BY key DESC` (or `> … ASC` going back), where the key is the list's
-//! sort key (the row id, or the trail's `created_utc, id`), served by an index on (account,
-//! key). Keyset pages only (never a skip count), and nothing reads a whole table: the CSV is
-//! read in keyset chunks as it is sent.
+//! (key) < (cursor) ORDER BY account, key DESC` (or `> … ASC` going back), where the key is the
+//! list's sort key (the row id, or the trail's `created_utc, id`), served by an index on
+//! (account, key) and only by it (`dialect::owned_by`). Keyset pages only (never a skip count),
+//! and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
 
 use futures_util::Stream;
 
+use crate::db::dialect::{self, PerBackend};
 use crate::domain::Login;
 use crate::error::Result;
 use crate::limits::{
@@ -40,18 +41,27 @@ pub(crate) trait Keyed {
 const OLDER: i64 = 0;
 const NEWER: i64 = 1;
 
-/// One page of `select` (which binds `$1` the account and `$2` a filter, and ends in a
-/// `WHERE` clause), newest first by the `key` columns (most significant first; unique
-/// together), starting at `cursor`. Malformed or foreign cursors, and cursors of the list
-/// under another filter, are `Request.ValidationFailed` on `cursor`; the page's own links
-/// carry its filter.
-#[allow(clippy::too_many_arguments)]
+/// What a panel list reads: `select`, which binds `$2` (the filter) and ends in a `WHERE`
+/// clause, of the rows whose `owner` column is the account (bound as `$1`), newest first by
+/// the `key` columns (most significant first; unique together), from an index on (owner,
+/// key).
+pub(crate) struct ListQuery<'a> {
+    pub(crate) select: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) key: &'a [&'a str],
+    /// The index stores the key newest first (its key columns `DESC`): read forwards, owner
+    /// ascending, for the older pages.
+    pub(crate) key_descending_in_index: bool,
+}
+
+/// One page of a [`ListQuery`], starting at `cursor`. Malformed or foreign cursors, and
+/// cursors of the list under another filter, are `Request.ValidationFailed` on `cursor`; the
+/// page's own links carry its filter.
 pub(crate) async fn newest_first<T>(
     store: &Store,
     account_id: i64,
     list: List,
-    select: &str,
-    key: &[&str],
+    query: &ListQuery<'_>,
     filter: &str,
     cursor: Option<&str>,
     limit: i64,
@@ -59,6 +69,7 @@ pub(crate) async fn newest_first<T>(
 where
     T: Keyed + for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin,
 {
+    let key = query.key;
     let (direction, position) = match cursor {
         None => (OLDER, vec![i64::MAX; key.len()]),
         Some(text) => {
@@ -71,22 +82,24 @@ where
     } else {
         ("<", "DESC")
     };
-    // The keyset names the account first (see `reads`): the account column of the
-    // key's table, bound as `$1`.
-    let table = key[0].split_once('.').map_or("", |(table, _)| table);
-    let columns = format!("{table}.account_id, {}", key.join(", "));
-    let params: Vec<String> = std::iter::once("$1".to_owned())
-        .chain((0..key.len()).map(|i| format!("${}", i + 3)))
-        .collect();
+    // Ordered by the owner first, so that only the owner's own index serves the page (see
+    // `dialect::owned_by`), in the direction that index is read in.
+    let owned = dialect::owned_by(store.backend(), query.owner, "$1");
+    let columns = key.join(", ");
+    let params: Vec<String> = (0..key.len()).map(|i| format!("${}", i + 3)).collect();
     let params = params.join(", ");
     let limit_param = key.len() + 3;
     let fetch = |op: &str, order: &str, position: Vec<i64>, limit: i64| {
-        let order_by: Vec<String> = key
-            .iter()
-            .map(|column| format!("{column} {order}"))
+        let owner_order = match (order, query.key_descending_in_index) {
+            ("ASC", true) | ("DESC", false) => "DESC",
+            _ => "ASC",
+        };
+        let order_by: Vec<String> = std::iter::once(format!("{} {owner_order}", query.owner))
+            .chain(key.iter().map(|column| format!("{column} {order}")))
             .collect();
         let sql = format!(
-            "{select} AND ({columns}) {op} ({params}) ORDER BY {} LIMIT ${limit_param}",
+            "{} AND {owned} AND ({columns}) {op} ({params}) ORDER BY {} LIMIT ${limit_param}",
+            query.select,
             order_by.join(", ")
         );
         async move {
@@ -157,7 +170,23 @@ impl Keyed for LedgerRow {
 const LEDGER_SELECT: &str = "SELECT l.id AS entry_id, l.created_utc, p.slug AS product_slug, \
      l.kind, l.delta AS units, l.balance_after, l.reference \
      FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-     WHERE l.account_id = $1 AND ($2 = '' OR l.plan_id = (SELECT id FROM plans WHERE slug = $2))";
+     WHERE ($2 = '' OR l.plan_id = (SELECT id FROM plans WHERE slug = $2))";
+
+/// The account's ledger, newest first, optionally of one product (`$2`, `""` for all).
+const LEDGER_LIST: ListQuery<'static> = ListQuery {
+    select: LEDGER_SELECT,
+    owner: "l.account_id",
+    key: &["l.id"],
+    key_descending_in_index: false,
+};
+
+/// One chunk of the CSV: `CSV_CHUNK` entries older than `$3`, of the account `$1`.
+static LEDGER_CHUNK_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{LEDGER_SELECT} AND {} AND l.id < $3 ORDER BY l.account_id DESC, l.id DESC LIMIT $4",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+});
 
 /// A page of the account's ledger, newest first, optionally for one product (`""` for all).
 pub async fn ledger_page(
@@ -170,8 +199,7 @@ pub async fn ledger_page(
         store,
         account_id,
         List::PanelLedger,
-        LEDGER_SELECT,
-        &["l.id"],
+        &LEDGER_LIST,
         product_slug,
         cursor,
         PANEL_LEDGER_PAGE_SIZE,
@@ -190,11 +218,7 @@ pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result
             let Some(before) = before else {
                 return Ok::<_, crate::Error>(None);
             };
-            // The keyset names the account (see `reads`).
-            let sql = format!(
-                "{LEDGER_SELECT} AND (l.account_id, l.id) < ($1, $3) ORDER BY l.id DESC LIMIT $4"
-            );
-            let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            let rows: Vec<LedgerRow> = sqlx::query_as(LEDGER_CHUNK_SQL.get(store.backend()))
                 .bind(account_id)
                 .bind("")
                 .bind(before)
@@ -242,15 +266,19 @@ pub async fn promo_batches(
          b.redeemed, \
          b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
          FROM promo_batches b JOIN plans p ON p.id = b.plan_id \
-         WHERE b.account_id = $1 AND $2 = ''",
+         WHERE $2 = ''",
         window = crate::limits::PROMO_RECOVERY_WINDOW_SECONDS,
     );
     newest_first(
         store,
         account_id,
         List::PanelPromoBatches,
-        &select,
-        &["b.id"],
+        &ListQuery {
+            select: &select,
+            owner: "b.account_id",
+            key: &["b.id"],
+            key_descending_in_index: false,
+        },
         "",
         cursor,
         PANEL_PROMO_BATCHES_PAGE_SIZE,
@@ -289,11 +317,16 @@ pub async fn licenses(
         store,
         account_id,
         List::PanelLicenses,
-        "SELECT l.id AS row_id, l.license_id, u.login, p.slug AS product_slug, l.created_utc, \
-         l.starts_utc, l.expires_utc, l.revoked_utc FROM licenses l JOIN users u ON u.id = l.user_id \
-         JOIN plans p ON p.id = l.plan_id \
-         WHERE l.account_id = $1 AND ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
-        &["l.id"],
+        &ListQuery {
+            select: "SELECT l.id AS row_id, l.license_id, u.login, p.slug AS product_slug, \
+                     l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
+                     FROM licenses l JOIN users u ON u.id = l.user_id \
+                     JOIN plans p ON p.id = l.plan_id \
+                     WHERE ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
+            owner: "l.account_id",
+            key: &["l.id"],
+            key_descending_in_index: false,
+        },
         login.map_or("", Login::as_str),
         cursor,
         PANEL_LICENSES_PAGE_SIZE,

@@ -14,6 +14,7 @@ use futures_util::stream::{self, Stream, TryStreamExt};
 use serde::Serialize;
 
 use crate::accounts::account_id_of;
+use crate::db::dialect::{self, PerBackend};
 use crate::domain::{ClientId, PlanSlug};
 use crate::error::{Error, Result};
 use crate::store::Store;
@@ -55,6 +56,19 @@ pub async fn balances_for(store: &Store, client_id: &ClientId) -> Result<Balance
 /// How many ledger entries one read of [`ledger`] takes.
 const LEDGER_CHUNK: i64 = 1000;
 
+/// One chunk of [`ledger`]: the account's entries after `$3`, oldest first, ordered by the
+/// account first so that only its own index serves them (`dialect::owned_by`).
+static LEDGER_CHUNK_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "SELECT l.id AS entry_id, p.slug AS product_slug, l.kind, l.delta, \
+         l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
+         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+         WHERE {} AND ($2 IS NULL OR p.slug = $2) AND l.id > $3 \
+         ORDER BY l.account_id, l.id LIMIT $4",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+});
+
 /// The ledger of an account, oldest first, optionally for one plan, read `LEDGER_CHUNK`
 /// entries at a time (by id, from where the last chunk ended) as the stream is polled, so that
 /// memory stays flat however long the ledger. Every chunk is read in one snapshot (see
@@ -75,6 +89,7 @@ pub async fn ledger(
     }
     let account_id = account_id_of(store, client_id).await?;
     let snapshot = store.begin_snapshot().await?;
+    let backend = store.backend();
     let plan = plan.map(|p| p.as_str().to_owned());
     Ok(stream::try_unfold(Some((snapshot, 0_i64)), move |state| {
         let plan = plan.clone();
@@ -82,20 +97,13 @@ pub async fn ledger(
             let Some((mut snapshot, after)) = state else {
                 return Ok::<_, Error>(None);
             };
-            let rows: Vec<Row> = sqlx::query_as(
-                "SELECT l.id AS entry_id, p.slug AS product_slug, l.kind, l.delta, \
-                     l.balance_after, l.actor, l.reason, l.reference, l.created_utc \
-                     FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-                     WHERE l.account_id = $1 AND ($2 IS NULL OR p.slug = $2) \
-                     AND (l.account_id, l.id) > ($1, $3) \
-                     ORDER BY l.id LIMIT $4",
-            )
-            .bind(account_id)
-            .bind(plan.as_deref())
-            .bind(after)
-            .bind(LEDGER_CHUNK)
-            .fetch_all(&mut *snapshot)
-            .await?;
+            let rows: Vec<Row> = sqlx::query_as(LEDGER_CHUNK_SQL.get(backend))
+                .bind(account_id)
+                .bind(plan.as_deref())
+                .bind(after)
+                .bind(LEDGER_CHUNK)
+                .fetch_all(&mut *snapshot)
+                .await?;
             let next = match rows.last() {
                 Some(last) if rows.len() as i64 == LEDGER_CHUNK => Some((snapshot, last.entry_id)),
                 _ => {

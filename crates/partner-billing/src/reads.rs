@@ -6,11 +6,12 @@
 //! LIMIT n`, read from an index in that order, so page 10 000 costs what page 1 costs and an
 //! insert between two pages neither repeats nor hides an item. Reads write nothing.
 //!
-//! The keyset condition of an account's list names the account as well, `l.account_id = $1
-//! AND (l.account_id, l.id) < ($1, $2)`, which only the account's own index serves. With
-//! `l.id < $2` alone, once statistics showed one account holding most rows, PostgreSQL read
-//! "newest first" off the primary key, filtered by account, and stepped over every newer row
-//! of the other accounts first (e2e `hot_path_plans`).
+//! An account's list is ordered by the account first, `ORDER BY l.account_id DESC, l.id DESC`,
+//! under the account condition of `dialect::owned_by`: only the account's own index gives that
+//! order, and the cursor's bound (`l.id < $2`) positions it. Ordered by `l.id` alone, once
+//! statistics showed one account holding most rows, PostgreSQL read "newest first" off the
+//! primary key, filtered by account, and stepped over every newer row of the other accounts
+//! first (e2e `hot_path_plans`).
 
 pub(crate) mod cursor;
 
@@ -123,10 +124,12 @@ pub async fn list_licenses(
 ) -> Result<LicenseList> {
     let sealed = filter.sealed();
     let before = page.position(store, account_id, List::Licenses, &sealed, &[i64::MAX])?[0];
-    // One statement text per filter, each served by its own index (account, [user|plan], id).
-    // The keyset names the account (see the module's docs).
-    let mut sql =
-        format!("{LICENSE_SELECT} WHERE l.account_id = $1 AND (l.account_id, l.id) < ($1, $2)");
+    // One statement text per filter, each served by its own index (account, [user|plan], id),
+    // ordered by the account first (see the module's docs).
+    let mut sql = format!(
+        "{LICENSE_SELECT} WHERE {} AND l.id < $2",
+        dialect::owned_by(store.backend(), "l.account_id", "$1")
+    );
     if filter.login.is_some() {
         sql.push_str(" AND l.user_id = (SELECT id FROM users WHERE login = $4)");
     } else {
@@ -137,7 +140,7 @@ pub async fn list_licenses(
     } else {
         sql.push_str(" AND $5 = ''");
     }
-    sql.push_str(" ORDER BY l.id DESC LIMIT $3");
+    sql.push_str(" ORDER BY l.account_id DESC, l.id DESC LIMIT $3");
     let rows: Vec<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
         .bind(before)
@@ -195,8 +198,9 @@ pub async fn list_promo_batches(
 ) -> Result<PromoBatchList> {
     let before = page.position(store, account_id, List::PromoBatches, &[], &[i64::MAX])?[0];
     let sql = format!(
-        "{PROMO_BATCH_SELECT} WHERE b.account_id = $1 AND (b.account_id, b.id) < ($1, $3) \
-         ORDER BY b.id DESC LIMIT $4"
+        "{PROMO_BATCH_SELECT} WHERE {} AND b.id < $3 ORDER BY b.account_id DESC, b.id DESC \
+         LIMIT $4",
+        dialect::owned_by(store.backend(), "b.account_id", "$1")
     );
     let rows: Vec<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)

@@ -9,7 +9,7 @@ use rand::RngCore;
 use rand::rngs::OsRng;
 
 use crate::audit::{Action, Entry, Origin, url_for_trail};
-use crate::db::dialect;
+use crate::db::dialect::{self, PerBackend};
 use crate::domain::{InvalidField, PlanSlug, WebhookEndpointId};
 use crate::error::{Error, Result};
 use crate::events::{EventData, insert_event};
@@ -256,6 +256,19 @@ pub async fn send_test_event(store: &Store, account_id: i64, endpoint_id: &str) 
     Ok(())
 }
 
+/// An endpoint's last attempts, newest first, ordered by the endpoint first so that only its
+/// own index serves them, whatever share of all attempts it holds (`dialect::owned_by`).
+static DELIVERIES_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "SELECT ev.event_id, ev.event_type, a.attempt, a.status_code, a.error, a.attempted_utc, \
+         a.next_attempt_utc \
+         FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_row_id \
+         JOIN webhook_events ev ON ev.id = m.event_row_id \
+         WHERE {} ORDER BY a.endpoint_row_id DESC, a.id DESC LIMIT $2",
+        dialect::owned_by(backend, "a.endpoint_row_id", "$1")
+    )
+});
+
 /// The last [`DELIVERIES_SHOWN`] attempts to an endpoint, newest first.
 pub async fn list_deliveries(
     store: &Store,
@@ -264,16 +277,11 @@ pub async fn list_deliveries(
 ) -> Result<WebhookDeliveryList> {
     let mut conn = store.pool().acquire().await?;
     let row = endpoint_row(&mut conn, account_id, endpoint_id).await?;
-    let deliveries = sqlx::query_as(
-        "SELECT ev.event_id, ev.event_type, a.attempt, a.status_code, a.error, a.attempted_utc, a.next_attempt_utc \
-         FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_row_id \
-         JOIN webhook_events ev ON ev.id = m.event_row_id \
-         WHERE a.endpoint_row_id = $1 ORDER BY a.id DESC LIMIT $2",
-    )
-    .bind(row)
-    .bind(DELIVERIES_SHOWN)
-    .fetch_all(&mut *conn)
-    .await?;
+    let deliveries = sqlx::query_as(DELIVERIES_SQL.get(store.backend()))
+        .bind(row)
+        .bind(DELIVERIES_SHOWN)
+        .fetch_all(&mut *conn)
+        .await?;
     Ok(WebhookDeliveryList { deliveries })
 }
 

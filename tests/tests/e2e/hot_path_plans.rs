@@ -15,10 +15,14 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::TryStreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+use partner_billing::domain::ClientId;
+use partner_billing::limits::WEBHOOK_DELIVERIES_LISTED;
+use partner_billing::quota;
 use partner_billing_tests::product::REDEMPTIONS;
 use partner_billing_tests::{Db, Reseller, TestApp};
 
@@ -114,6 +118,12 @@ async fn never_analyze(admin: &mut sqlx::PgConnection) {
 async fn counts_from_zero(app: TestApp, admin: &mut sqlx::PgConnection) -> TestApp {
     let closed = app.close().await;
     wait_for_no_other_connection(admin).await;
+    // This connection's own counts (the rows it wrote) reach the statistics at most once a
+    // second: sent now, before the reset, not after it.
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *admin)
+        .await
+        .expect("flush statistics");
     sqlx::query("SELECT pg_stat_reset()")
         .execute(&mut *admin)
         .await
@@ -481,16 +491,20 @@ fn older_link(body: &str) -> Option<String> {
     )
 }
 
-/// Rows of one large account, written in bulk; then as many newer rows of another account.
+/// Rows of one large account, written in bulk between older and newer rows of another
+/// account: most rows are the large account's, as the planner's statistics then say.
 const LARGE_ACCOUNT_ROWS: i64 = 20_000;
+const OLDER_FOREIGN_ROWS: i64 = 5_000;
 const NEWER_FOREIGN_ROWS: i64 = 10_000;
 
-/// A large account's newest-first lists start at its own newest rows, whatever other accounts
-/// wrote since. Once statistics showed one account holding most rows, PostgreSQL read "newest
-/// first" off the primary key, filtered by account, and stepped over every newer row of the
-/// others before it reached the account's: a quiet large reseller's first page grew with
-/// everyone else's activity (22 ms for 200 000 such rows). The lists now name the account in
-/// their keyset condition, which only the account's own index serves.
+/// A large account's lists start at its own rows, whatever other accounts wrote before or
+/// since, and each page at its cursor. Once statistics showed one account holding most rows,
+/// PostgreSQL read "newest first" off the primary key, filtered by account, and stepped over
+/// every newer row of the others before it reached the account's (oldest first, every older
+/// one): a quiet large reseller's first page grew with everyone else's activity (22 ms for
+/// 200 000 such rows). The lists are now ordered by the account first (an endpoint's
+/// deliveries by the endpoint), an order only the account's own index gives
+/// (`dialect::owned_by`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
     let Some(db) = Db::postgres() else {
@@ -504,32 +518,40 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
     let mut admin = sqlx::PgConnection::connect(&app.database_url)
         .await
         .expect("admin connection");
-    for (reseller, rows) in [(&large, LARGE_ACCOUNT_ROWS), (&other, NEWER_FOREIGN_ROWS)] {
+    let layout = [
+        (&other, OLDER_FOREIGN_ROWS, "older"),
+        (&large, LARGE_ACCOUNT_ROWS, "large"),
+        (&other, NEWER_FOREIGN_ROWS, "newer"),
+    ];
+    for (reseller, rows, part) in layout {
         sqlx::query(
             "INSERT INTO ledger_entries (account_id, plan_id, kind, delta, balance_after, actor, \
              reason, reference, created_utc) \
-             SELECT a.id, p.id, 'license', -1, 0, 'test', NULL, md5(a.id || '-' || g), 0 \
+             SELECT a.id, p.id, 'license', -1, 0, 'test', NULL, md5($3 || g), 0 \
              FROM accounts a, plans p, generate_series(1, $2) AS g \
              WHERE a.client_id = $1 AND p.slug = 'pro'",
         )
         .bind(&reseller.client_id)
         .bind(rows)
+        .bind(part)
         .execute(&mut admin)
         .await
         .expect("ledger rows");
         sqlx::query(
             "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, \
              created_utc, starts_utc, expires_utc) \
-             SELECT md5(a.id || '-' || g), u.id, p.id, a.id, 'direct', 0, 0, NULL \
+             SELECT md5($3 || g), u.id, p.id, a.id, 'direct', 0, 0, NULL \
              FROM accounts a, plans p, users u, generate_series(1, $2) AS g \
              WHERE a.client_id = $1 AND p.slug = 'pro' AND u.login = 'alice'",
         )
         .bind(&reseller.client_id)
         .bind(rows)
+        .bind(part)
         .execute(&mut admin)
         .await
         .expect("license rows");
     }
+    let large_endpoint = webhook_attempts_of_two_endpoints(&app, &large, &other, &mut admin).await;
     sqlx::query("ANALYZE")
         .execute(&mut admin)
         .await
@@ -538,15 +560,55 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
     let app = counts_from_zero(app, &mut admin).await;
     // Each first page several times, so that generic plans get their turn too.
     let cookie = panel_cookie(&app, &large).await;
+    let session = app.session(&large.client_id, &large.password).await;
     let partner = partner_request(&app, &large);
+    let deliveries =
+        format!("/v1/billing/resellers/me/webhook-endpoints/{large_endpoint}/deliveries");
+    let client_id = ClientId::parse("clientId", &large.client_id).unwrap();
     for _ in 0..8 {
-        for path in [LICENSES, "/v1/billing/partner/promo-batches"] {
+        for path in [
+            LICENSES,
+            &format!("{LICENSES}?login=alice"),
+            &format!("{LICENSES}?planSlug=pro"),
+            "/v1/billing/partner/promo-batches",
+        ] {
             json_of(partner(Method::GET, path), 200).await;
         }
         for path in ["/panel/ledger", "/panel/licenses", "/panel/promo-batches"] {
             panel_get(&app, &cookie, path).await;
         }
+        let listed = json_of(
+            app.http.get(app.url(&deliveries)).bearer_auth(&session),
+            200,
+        )
+        .await;
+        assert_eq!(
+            listed["deliveries"].as_array().map(Vec::len),
+            Some(WEBHOOK_DELIVERIES_LISTED),
+            "the endpoint's last attempts"
+        );
     }
+    // Every page of the API's licenses, each from where the last one ended.
+    let mut pages = 0;
+    let mut path = format!("{LICENSES}?limit=500");
+    loop {
+        let page = json_of(partner(Method::GET, &path), 200).await;
+        pages += 1;
+        match page["nextCursor"].as_str() {
+            Some(cursor) => path = format!("{LICENSES}?limit=500&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, LARGE_ACCOUNT_ROWS / 500, "every page");
+    // `quota ledger`, oldest first, in chunks: its first rows come after the other account's
+    // older ones.
+    let entries: Vec<_> = quota::ledger(&app.store, &client_id, None)
+        .await
+        .expect("quota ledger")
+        .try_collect()
+        .await
+        .expect("ledger entries");
+    assert_eq!(entries.len() as i64, LARGE_ACCOUNT_ROWS, "the whole ledger");
     let csv = panel_get(&app, &cookie, "/panel/ledger.csv").await;
     assert!(
         csv.lines().count() as i64 > LARGE_ACCOUNT_ROWS,
@@ -557,15 +619,85 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
 
     let read: Vec<(String, i64)> = sqlx::query_as(
         "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes \
-         WHERE indexrelname IN ('licenses_pkey', 'ledger_entries_pkey') ORDER BY 1",
+         WHERE indexrelname IN ('licenses_pkey', 'ledger_entries_pkey', 'webhook_attempts_pkey') \
+         ORDER BY 1",
     )
     .fetch_all(&mut admin)
     .await
     .expect("index reads");
+    assert_eq!(read.len(), 3, "{read:?}");
+    // A stepping list reads the other account's rows at every request: eight first pages
+    // read them eight times, a chunked read once per chunk. The bound allows one read of them
+    // (a last chunk, where few rows of the whole table are left beyond the cursor, may be
+    // read off the primary key and sorted: the planner's choice, bounded by its estimate).
     assert!(
         read.iter()
-            .all(|(_, tuples)| *tuples < NEWER_FOREIGN_ROWS / 2),
+            .all(|(_, tuples)| *tuples < 2 * (OLDER_FOREIGN_ROWS + NEWER_FOREIGN_ROWS)),
         "the large account's lists stepped over the other account's rows \
          (index, entries read): {read:?}"
     );
+    // Each page starts reading at its cursor: walking a list reads each of the account's index
+    // pages about once (the licenses once, the ledger twice: `quota ledger` and the CSV), not
+    // again from the account's first entry at every page.
+    let pages_read: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT indexrelname::text, idx_blks_hit + idx_blks_read, \
+         pg_relation_size(indexrelid) / current_setting('block_size')::bigint \
+         FROM pg_statio_user_indexes \
+         WHERE indexrelname IN ('licenses_account_id', 'ledger_entries_account_id') ORDER BY 1",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("index pages read");
+    assert_eq!(pages_read.len(), 2, "{pages_read:?}");
+    assert!(
+        pages_read.iter().all(|(_, read, size)| read < &(5 * size)),
+        "a page read the account's index from its first entry (index, pages read, pages): \
+         {pages_read:?}"
+    );
+}
+
+/// One webhook endpoint of each account and, written in bulk, as many attempts to the large
+/// account's endpoint as it has ledger entries, then the other's newer ones; returns the large
+/// account's endpoint id.
+async fn webhook_attempts_of_two_endpoints(
+    app: &TestApp,
+    large: &Reseller,
+    other: &Reseller,
+    admin: &mut sqlx::PgConnection,
+) -> String {
+    let mut endpoint_ids = Vec::new();
+    for reseller in [large, other] {
+        let session = app.session(&reseller.client_id, &reseller.password).await;
+        let created = json_of(
+            app.http
+                .post(app.url("/v1/billing/resellers/me/webhook-endpoints"))
+                .bearer_auth(&session)
+                .json(&json!({"url": "http://127.0.0.1:9/in", "eventTypes": ["webhook.test"]})),
+            201,
+        )
+        .await;
+        endpoint_ids.push(created["webhookEndpointId"].as_str().unwrap().to_owned());
+    }
+    for (endpoint_id, rows) in endpoint_ids
+        .iter()
+        .zip([LARGE_ACCOUNT_ROWS, NEWER_FOREIGN_ROWS])
+    {
+        sqlx::query(
+            "WITH e AS (SELECT id, account_id FROM webhook_endpoints WHERE endpoint_id = $1), \
+             ev AS (INSERT INTO webhook_events (event_id, account_id, event_type, body, created_utc) \
+                    SELECT 'evt_' || $1, account_id, 'webhook.test', '{}', 0 FROM e RETURNING id), \
+             m AS (INSERT INTO webhook_messages (event_row_id, endpoint_row_id, status, attempts) \
+                   SELECT ev.id, e.id, 'failed', $2 FROM ev, e RETURNING id, endpoint_row_id) \
+             INSERT INTO webhook_attempts (message_row_id, endpoint_row_id, attempt, status_code, \
+                    error, attempted_utc, next_attempt_utc) \
+             SELECT m.id, m.endpoint_row_id, g, 500, NULL, g, NULL \
+             FROM m, generate_series(1, $2) AS g",
+        )
+        .bind(endpoint_id)
+        .bind(rows)
+        .execute(&mut *admin)
+        .await
+        .expect("attempt rows");
+    }
+    endpoint_ids.swap_remove(0)
 }

@@ -127,6 +127,25 @@ pub(crate) async fn name_locked(
     }
 }
 
+/// The condition that the rows belong to one owner (an account, an endpoint), `column` equal
+/// to the parameter `param`, in a list that pages through that owner's rows newest first (or
+/// oldest first) by its own index, `(column, key...)`, ordered `column` first.
+///
+/// PostgreSQL: `column = ANY(ARRAY[param])`. With `column = param` the planner drops `column`
+/// from the order (it is the same on every row), and the order by the key alone is also the
+/// primary key's: once statistics show one owner holding most rows, it reads the primary key
+/// and filters by owner, stepping over every other owner's rows on the way (a large account's
+/// first page grew with everyone else's history). The array comparison means the same, but the
+/// planner keeps `column` in the order, which only the owner's own index gives; and the key's
+/// bound (`id < $n`) then positions that index, so a deep page costs what the first one does.
+/// SQLite plans by rules and takes the owner's index either way.
+pub(crate) fn owned_by(backend: Backend, column: &str, param: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("{column} = {param}"),
+        Backend::Postgres => format!("{column} = ANY(ARRAY[{param}::bigint])"),
+    }
+}
+
 /// The ledger feed's position test and order (alias `l`; `$2`, `$3` the cursor's transaction
 /// and id). PostgreSQL: the row value `(commit_xact, id)`, an index range on (account,
 /// commit_xact, id). SQLite: every entry's `commit_xact` is 0, so the id alone orders the feed,
