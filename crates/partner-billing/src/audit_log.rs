@@ -13,6 +13,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::accounts::account_id_of;
 use crate::activity::{self, Keyed, PanelPage};
+use crate::db::dialect::{self, PerBackend};
 use crate::domain::{ClientId, InvalidField};
 use crate::error::Result;
 use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
@@ -126,6 +127,30 @@ const COLUMNS: &str = "SELECT e.id, e.created_utc, e.action, e.actor, e.source_a
      e.request_id, a.client_id, e.subjects, e.details \
      FROM audit_entries e LEFT JOIN accounts a ON a.id = e.account_id";
 
+/// Entries before the cursor (`$2`, `$3`), newest first: a row comparison, which starts the
+/// index (created_utc, id) at the cursor (an `OR` of the two columns' tests cannot, and a deep
+/// page read every newer entry first).
+const KEYSET: &str = "(e.created_utc, e.id) < ($2, $3)";
+
+/// A page of one account's trail (`$1`), ordered by the account first so that only the
+/// account's own index (account, created_utc DESC, id DESC) serves it (`dialect::owned_by`).
+static ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{COLUMNS} WHERE {} AND {KEYSET} \
+         ORDER BY e.account_id, e.created_utc DESC, e.id DESC LIMIT $4",
+        dialect::owned_by(backend, "e.account_id", "$1")
+    )
+});
+
+/// The operator's page of one account's trail (`$5`), entries at or after `$1`.
+static OPERATOR_ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{COLUMNS} WHERE {} AND e.created_utc >= $1 AND {KEYSET} \
+         ORDER BY e.account_id, e.created_utc DESC, e.id DESC LIMIT $4",
+        dialect::owned_by(backend, "e.account_id", "$5")
+    )
+});
+
 /// Rows past `cursor`, one more than `limit` to tell whether a next page exists.
 fn into_page(mut rows: Vec<EntryRow>, limit: i64) -> AuditPage {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
@@ -160,12 +185,7 @@ pub async fn account_page(
         .map(Cursor::parse)
         .transpose()?
         .unwrap_or_else(Cursor::start);
-    let sql = sqlx::AssertSqlSafe(format!(
-        "{COLUMNS} WHERE e.account_id = $1 \
-         AND (e.created_utc < $2 OR (e.created_utc = $2 AND e.id < $3)) \
-         ORDER BY e.created_utc DESC, e.id DESC LIMIT $4"
-    ));
-    let rows = sqlx::query_as(sql)
+    let rows = sqlx::query_as(ACCOUNT_PAGE.get(store.backend()))
         .bind(account_id)
         .bind(after.created_utc)
         .bind(after.id)
@@ -220,15 +240,10 @@ pub async fn operator_log(
         .transpose()?
         .unwrap_or_else(Cursor::start);
     let since = since.unwrap_or(i64::MIN);
-    let keyset = "e.created_utc >= $1 \
-         AND (e.created_utc < $2 OR (e.created_utc = $2 AND e.id < $3)) \
-         ORDER BY e.created_utc DESC, e.id DESC LIMIT $4";
     let rows = match client_id {
         Some(client_id) => {
             let account_id = account_id_of(store, client_id).await?;
-            let sql =
-                sqlx::AssertSqlSafe(format!("{COLUMNS} WHERE e.account_id = $5 AND {keyset}"));
-            sqlx::query_as(sql)
+            sqlx::query_as(OPERATOR_ACCOUNT_PAGE.get(store.backend()))
                 .bind(since)
                 .bind(after.created_utc)
                 .bind(after.id)
@@ -238,7 +253,10 @@ pub async fn operator_log(
                 .await?
         }
         None => {
-            let sql = sqlx::AssertSqlSafe(format!("{COLUMNS} WHERE {keyset}"));
+            let sql = sqlx::AssertSqlSafe(format!(
+                "{COLUMNS} WHERE e.created_utc >= $1 AND {KEYSET} \
+                 ORDER BY e.created_utc DESC, e.id DESC LIMIT $4"
+            ));
             sqlx::query_as(sql)
                 .bind(since)
                 .bind(after.created_utc)

@@ -53,6 +53,7 @@ const HISTORY_LICENSES: usize = 3000;
 const LOGINS: usize = 2000;
 
 const LICENSES: &str = "/v1/billing/partner/licenses";
+const ACTIVITY: &str = "/v1/billing/resellers/me/activity";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_request_scans_a_growing_table_on_a_database_never_analyzed() {
@@ -523,7 +524,18 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
         (&large, LARGE_ACCOUNT_ROWS, "large"),
         (&other, NEWER_FOREIGN_ROWS, "newer"),
     ];
-    for (reseller, rows, part) in layout {
+    for (time, (reseller, rows, part)) in (1_i64..).zip(layout) {
+        sqlx::query(
+            "INSERT INTO audit_entries (account_id, action, actor, subjects, details, created_utc) \
+             SELECT a.id, 'license.revoke', 'test', '{}', '{}', $3 * 1000000 + g \
+             FROM accounts a, generate_series(1, $2) AS g WHERE a.client_id = $1",
+        )
+        .bind(&reseller.client_id)
+        .bind(rows)
+        .bind(time)
+        .execute(&mut admin)
+        .await
+        .expect("audit rows");
         sqlx::query(
             "INSERT INTO ledger_entries (account_id, plan_id, kind, delta, balance_after, actor, \
              reason, reference, created_utc) \
@@ -574,7 +586,12 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
         ] {
             json_of(partner(Method::GET, path), 200).await;
         }
-        for path in ["/panel/ledger", "/panel/licenses", "/panel/promo-batches"] {
+        for path in [
+            "/panel/ledger",
+            "/panel/licenses",
+            "/panel/promo-batches",
+            "/panel/activity",
+        ] {
             panel_get(&app, &cookie, path).await;
         }
         let listed = json_of(
@@ -600,6 +617,21 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
         }
     }
     assert_eq!(pages, LARGE_ACCOUNT_ROWS / 500, "every page");
+    // Every page of the account's trail (its own entries from setting it up, then the bulk).
+    let mut entries = 0;
+    let mut path = format!("{ACTIVITY}?limit=500");
+    loop {
+        let page = json_of(app.http.get(app.url(&path)).bearer_auth(&session), 200).await;
+        entries += page["entries"].as_array().map_or(0, Vec::len) as i64;
+        match page["nextCursor"].as_str() {
+            Some(cursor) => path = format!("{ACTIVITY}?limit=500&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert!(
+        entries > LARGE_ACCOUNT_ROWS,
+        "every entry of the trail: {entries}"
+    );
     // `quota ledger`, oldest first, in chunks: its first rows come after the other account's
     // older ones.
     let entries: Vec<_> = quota::ledger(&app.store, &client_id, None)
@@ -619,13 +651,13 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
 
     let read: Vec<(String, i64)> = sqlx::query_as(
         "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes \
-         WHERE indexrelname IN ('licenses_pkey', 'ledger_entries_pkey', 'webhook_attempts_pkey') \
-         ORDER BY 1",
+         WHERE indexrelname IN ('licenses_pkey', 'ledger_entries_pkey', 'webhook_attempts_pkey', \
+         'audit_entries_time') ORDER BY 1",
     )
     .fetch_all(&mut admin)
     .await
     .expect("index reads");
-    assert_eq!(read.len(), 3, "{read:?}");
+    assert_eq!(read.len(), 4, "{read:?}");
     // A stepping list reads the other account's rows at every request: eight first pages
     // read them eight times, a chunked read once per chunk. The bound allows one read of them
     // (a last chunk, where few rows of the whole table are left beyond the cursor, may be
@@ -637,18 +669,19 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
          (index, entries read): {read:?}"
     );
     // Each page starts reading at its cursor: walking a list reads each of the account's index
-    // pages about once (the licenses once, the ledger twice: `quota ledger` and the CSV), not
-    // again from the account's first entry at every page.
+    // pages about once (the licenses and the trail once, the ledger twice: `quota ledger` and the
+    // CSV), not again from the account's first entry at every page.
     let pages_read: Vec<(String, i64, i64)> = sqlx::query_as(
         "SELECT indexrelname::text, idx_blks_hit + idx_blks_read, \
          pg_relation_size(indexrelid) / current_setting('block_size')::bigint \
          FROM pg_statio_user_indexes \
-         WHERE indexrelname IN ('licenses_account_id', 'ledger_entries_account_id') ORDER BY 1",
+         WHERE indexrelname IN ('licenses_account_id', 'ledger_entries_account_id', \
+         'audit_entries_account_time') ORDER BY 1",
     )
     .fetch_all(&mut admin)
     .await
     .expect("index pages read");
-    assert_eq!(pages_read.len(), 2, "{pages_read:?}");
+    assert_eq!(pages_read.len(), 3, "{pages_read:?}");
     assert!(
         pages_read.iter().all(|(_, read, size)| read < &(5 * size)),
         "a page read the account's index from its first entry (index, pages read, pages): \
