@@ -3,9 +3,10 @@
 //! its licenses, and its activity (the audit trail, read in `audit`).
 //!
 //! Every page is a keyset page, newest first, with an "Older" and a "Newer" cursor: `WHERE
-//! (key) < (cursor) ORDER BY account, key DESC` (or `> … ASC` going back), where the key is the
-//! list's sort key (the row id, or the trail's `created_utc, id`), served by an index on
-//! (account, key) and only by it (`dialect::owned_by`). Keyset pages only (never a skip count),
+//! (key) < (cursor) ORDER BY key DESC` (or `> … ASC` going back), where the key is the list's
+//! sort key (the row id, or the trail's `created_utc, id`), ordered by the account first, in
+//! the direction its index is read, so that the index on (account, key) serves it and nothing
+//! else can (`dialect::owned_by`). Keyset pages only (never a skip count),
 //! and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
 
 use futures_util::Stream;

@@ -128,8 +128,9 @@ const COLUMNS: &str = "SELECT e.id, e.created_utc, e.action, e.actor, e.source_a
      FROM audit_entries e LEFT JOIN accounts a ON a.id = e.account_id";
 
 /// Entries before the cursor (`$2`, `$3`), newest first: a row comparison, which starts the
-/// index (created_utc, id) at the cursor (an `OR` of the two columns' tests cannot, and a deep
-/// page read every newer entry first).
+/// index (created_utc, id) at the cursor on PostgreSQL (an `OR` of the two columns' tests
+/// cannot, and a deep page read every newer entry first). SQLite starts it at the cursor's
+/// second (its `id` is the rowid) and steps over that second's newer entries.
 const KEYSET: &str = "(e.created_utc, e.id) < ($2, $3)";
 
 /// A page of one account's trail (`$1`), ordered by the account first so that only the
