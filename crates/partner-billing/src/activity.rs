@@ -182,7 +182,7 @@ const LEDGER_LIST: ListQuery<'static> = ListQuery {
 };
 
 /// One chunk of the CSV: `CSV_CHUNK` entries older than `$3`, of the account `$1`.
-static LEDGER_CHUNK_SQL: PerBackend = PerBackend::new(|backend| {
+static CSV_CHUNK_SQL: PerBackend = PerBackend::new(|backend| {
     format!(
         "{LEDGER_SELECT} AND {} AND l.id < $3 ORDER BY l.account_id DESC, l.id DESC LIMIT $4",
         dialect::owned_by(backend, "l.account_id", "$1")
@@ -219,7 +219,7 @@ pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result
             let Some(before) = before else {
                 return Ok::<_, crate::Error>(None);
             };
-            let rows: Vec<LedgerRow> = sqlx::query_as(LEDGER_CHUNK_SQL.get(store.backend()))
+            let rows: Vec<LedgerRow> = sqlx::query_as(CSV_CHUNK_SQL.get(store.backend()))
                 .bind(account_id)
                 .bind("")
                 .bind(before)
