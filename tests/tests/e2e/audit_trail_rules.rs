@@ -2,6 +2,8 @@
 //! without its change); refused input changes nothing and leaves no entry; pages by keyset
 //! never repeat or skip; the table refuses UPDATE and DELETE; licenses add no entry.
 
+use partner_billing::audit_log::{self, AuditPage};
+use partner_billing::domain::ClientId;
 use partner_billing::store::FaultPoint;
 use partner_billing_tests::{Db, TestApp, both_databases};
 use serde_json::{Value, json};
@@ -13,6 +15,7 @@ both_databases!(
     a_change_whose_transaction_fails_leaves_no_entry,
     refused_input_changes_nothing_and_leaves_no_entry,
     activity_pages_by_keyset_without_repeats_or_gaps,
+    the_operators_log_pages_by_keyset_without_repeats_or_gaps,
     the_activity_page_links_older_and_newer_pages_by_cursor,
     the_trail_refuses_update_and_delete,
     licenses_add_no_entry
@@ -170,6 +173,54 @@ async fn activity_pages_by_keyset_without_repeats_or_gaps(db: Db) {
     }
     assert_eq!(pages, 3);
     assert_eq!(paged, all, "every entry once, in order");
+    app.stop().await;
+}
+
+/// `admin audit log`, with and without `--client-id`, pages from its cursor: three at a time
+/// it returns what one page of 500 does, every entry once, in order, also among entries of the
+/// same second (the id orders those) and with another account's entries in between.
+async fn the_operators_log_pages_by_keyset_without_repeats_or_gaps(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let (r, other) = (app.reseller().await, app.reseller().await);
+    for reseller in [&r, &other, &r, &other, &r] {
+        let token = app.session(&reseller.client_id, &reseller.password).await;
+        let created = app
+            .http
+            .post(app.url("/v1/billing/resellers/me/api-keys"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    }
+    let client_id = ClientId::parse("clientId", &r.client_id).unwrap();
+    for client in [Some(&client_id), None] {
+        let log = |limit, cursor: Option<String>| {
+            let store = app.store.clone();
+            async move {
+                audit_log::operator_log(&store, client, None, Some(limit), cursor.as_deref())
+                    .await
+                    .unwrap()
+            }
+        };
+        let AuditPage { entries: all, .. } = log(500, None).await;
+        assert!(
+            all.len() > 6,
+            "{client:?}: three pages or more: {}",
+            all.len()
+        );
+        let mut paged = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = log(3, cursor).await;
+            paged.extend(page.entries);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(paged, all, "{client:?}: every entry once, in order");
+    }
     app.stop().await;
 }
 

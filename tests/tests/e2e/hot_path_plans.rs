@@ -599,10 +599,18 @@ async fn a_large_accounts_first_pages_step_over_no_other_accounts_rows() {
             200,
         )
         .await;
+        let attempts: Vec<i64> = listed["deliveries"]
+            .as_array()
+            .expect("deliveries")
+            .iter()
+            .map(|d| d["attempt"].as_i64().expect("attempt"))
+            .collect();
+        let newest: Vec<i64> = (0..WEBHOOK_DELIVERIES_LISTED as i64)
+            .map(|n| LARGE_ACCOUNT_ROWS - n)
+            .collect();
         assert_eq!(
-            listed["deliveries"].as_array().map(Vec::len),
-            Some(WEBHOOK_DELIVERIES_LISTED),
-            "the endpoint's last attempts"
+            attempts, newest,
+            "the endpoint's last attempts, newest first"
         );
     }
     // Every page of the API's licenses and of the account's trail, each page from where the
