@@ -9,6 +9,7 @@ mod around;
 mod auth;
 mod body;
 pub mod command;
+mod connection_loop;
 pub mod connections;
 mod cross_site;
 mod document;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use poem::Server;
-use poem::listener::{Acceptor, AcceptorExt, IntoTlsConfigStream, RustlsConfig, TcpAcceptor};
+use poem::listener::{AcceptorExt, IntoTlsConfigStream, RustlsConfig, TcpAcceptor};
 
 use partner_billing::store::Store;
 
@@ -107,18 +107,16 @@ pub async fn serve_with(
     // handshake runs within the first request's header limit.
     let tcp = TcpAcceptor::from_tokio(listener)?;
     let app = app_with(AppState { store, metrics }, app_options);
-    // Each acceptor is handed to poem as its own type: poem's `Server` boxes it once, and each
-    // box splits every connection into halves behind a lock. Boxed here too, every read and
-    // write of a request went through two (measured: 5 % of the read's throughput).
+    // Each acceptor is served as its own type (`connection_loop`).
     let result = match tls {
         Some(config) => {
             let tls = crate::tls::ConfigFirst::new(tcp).rustls(config.into_stream()?);
             let acceptor = GuardedAcceptor::new(tls, max_connections, limits);
-            run_app(acceptor, app, shutdown, drain_timeout).await
+            crate::connection_loop::run(acceptor, app, shutdown, drain_timeout).await
         }
         None => {
             let acceptor = GuardedAcceptor::new(tcp, max_connections, limits);
-            run_app(acceptor, app, shutdown, drain_timeout).await
+            crate::connection_loop::run(acceptor, app, shutdown, drain_timeout).await
         }
     };
     let _ = stop_metrics.send(());
@@ -128,16 +126,4 @@ pub async fn serve_with(
     purger.abort();
     webhook_worker.abort();
     result
-}
-
-/// Serves `app` on `acceptor` until `shutdown` resolves, then drains for up to `drain_timeout`.
-async fn run_app<A: Acceptor + 'static>(
-    acceptor: A,
-    app: poem::endpoint::BoxEndpoint<'static>,
-    shutdown: impl Future<Output = ()> + Send,
-    drain_timeout: Duration,
-) -> std::io::Result<()> {
-    Server::new_with_acceptor(acceptor)
-        .run_with_graceful_shutdown(app, shutdown, Some(drain_timeout))
-        .await
 }

@@ -19,6 +19,8 @@ both_databases!(
     max_connections_bounds_open_connections,
     an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off,
     blank_lines_then_silence_are_closed,
+    http2_with_prior_knowledge_is_served_then_held_to_the_idle_limit,
+    stopping_closes_idle_keep_alive_connections_at_once,
 );
 
 const LIMITS: Limits = Limits {
@@ -281,4 +283,51 @@ async fn blank_lines_then_silence_are_closed(db: Db) {
     assert!(answer.is_empty(), "nothing is answered to blank lines");
     assert_eq!(server.health().await, 200);
     server.stop().await;
+}
+
+/// The HTTP/2 connection preface, then an empty SETTINGS frame (RFC 9113, 3.4 and 6.5).
+const HTTP2_PREFACE_AND_SETTINGS: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+async fn http2_with_prior_knowledge_is_served_then_held_to_the_idle_limit(db: Db) {
+    let server = Server::start(&db, 4096).await;
+    let mut h2 = server.stalled(HTTP2_PREFACE_AND_SETTINGS).await;
+    let mut frame = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), h2.read_exact(&mut frame))
+        .await
+        .expect("the server answers the preface")
+        .expect("a frame header");
+    assert_eq!(frame[3], 0x4, "the server's first frame is its SETTINGS");
+    // Silent from here on: closed at the idle limit, not kept forever.
+    closed_within(&mut h2, LIMITS.idle + Duration::from_secs(10)).await;
+    assert_eq!(server.health().await, 200);
+    server.stop().await;
+}
+
+async fn stopping_closes_idle_keep_alive_connections_at_once(db: Db) {
+    // Idle connections would otherwise stay for a minute; the drain allows thirty seconds.
+    let limits = Limits {
+        idle: Duration::from_secs(60),
+        ..LIMITS
+    };
+    let server = Server::start_with(&db, 4096, limits).await;
+    let mut kept = server
+        .stalled(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = kept.read(&mut buf).await.expect("the answer");
+        assert!(n > 0, "the connection stayed open after the answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    let started = Instant::now();
+    server.stop().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "an idle keep-alive connection held the stop for {:?}",
+        started.elapsed()
+    );
+    closed_within(&mut kept, Duration::from_secs(1)).await;
 }
