@@ -9,6 +9,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io::ErrorKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,9 +25,22 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// How long the loop pauses after a failed accept (out of file descriptors, say), so that a
-/// failure that repeats does not spin a core.
+/// How long the loop pauses after an accept fails for want of a resource (out of file
+/// descriptors, say), so that a failure that repeats does not spin a core.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// Whether an accept failed for one connection only (the client gave up, its TLS was bad), so
+/// the loop goes on at once.
+fn one_connection_failed(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionAborted
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionRefused
+            | ErrorKind::Interrupted
+            | ErrorKind::InvalidData
+    )
+}
 
 /// Serves `app` on `acceptor` until `shutdown` resolves, then lets the open connections finish
 /// for up to `drain_timeout`.
@@ -52,8 +66,11 @@ pub async fn run<A: Acceptor>(
                     let stopped = stopped.clone();
                     connections.spawn(serve(io, local, remote, scheme, app, stopped));
                 }
+                Err(e) if one_connection_failed(&e) => {
+                    tracing::debug!(error = %e, "a connection failed before its first request");
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tracing::warn!(error = %e, "accepting connections failed; pausing");
                     tokio::time::sleep(ACCEPT_RETRY).await;
                 }
             },
@@ -62,6 +79,10 @@ pub async fn run<A: Acceptor>(
     // No new connections: the listening socket closes here.
     drop(acceptor);
     let _ = stop.send(true);
+    tracing::info!(
+        connections = connections.len(),
+        "no new connections; the open ones finish their requests"
+    );
     let drained = tokio::time::timeout(drain_timeout, async {
         while connections.join_next().await.is_some() {}
     })
@@ -102,4 +123,22 @@ async fn serve<Io>(
     }
     connection.as_mut().graceful_shutdown();
     let _ = connection.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_lack_of_resources_pauses_the_loop() {
+        let aborted = std::io::Error::from(ErrorKind::ConnectionAborted);
+        assert!(one_connection_failed(&aborted));
+        let bad_tls = std::io::Error::new(ErrorKind::InvalidData, "bad handshake");
+        assert!(one_connection_failed(&bad_tls));
+        // EMFILE and ENFILE on Linux: out of file descriptors.
+        for errno in [24, 23] {
+            let exhausted = std::io::Error::from_raw_os_error(errno);
+            assert!(!one_connection_failed(&exhausted), "{exhausted}");
+        }
+    }
 }
