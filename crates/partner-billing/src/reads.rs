@@ -125,22 +125,35 @@ pub async fn list_licenses(
     let sealed = filter.sealed();
     let before = page.position(store, account_id, List::Licenses, &sealed, &[i64::MAX])?[0];
     // One statement text per filter, each served by its own index (account, [user|plan], id),
-    // ordered by the account first (see the module's docs).
-    let mut sql = format!(
-        "{LICENSE_SELECT} WHERE {} AND l.id < $2",
-        dialect::owned_by(store.backend(), "l.account_id", "$1")
-    );
-    if filter.login.is_some() {
-        sql.push_str(" AND l.user_id = (SELECT id FROM users WHERE login = $4)");
-    } else {
-        sql.push_str(" AND $4 = ''");
-    }
-    if filter.plan.is_some() {
-        sql.push_str(" AND l.plan_id = (SELECT id FROM plans WHERE slug = $5)");
-    } else {
-        sql.push_str(" AND $5 = ''");
-    }
-    sql.push_str(" ORDER BY l.account_id DESC, l.id DESC LIMIT $3");
+    // ordered by the account first (see the module's docs). A filter's column is ordered on
+    // too and held by a range, never by `=`: the planner would then drop it from the order, and
+    // the account's index (or the plan's, for a login) could serve it, stepping over every
+    // other license of the account to find a rare login's (or plan's).
+    const LOGIN: &str = "(SELECT id FROM users WHERE login = $4)";
+    const PLAN: &str = "(SELECT id FROM plans WHERE slug = $5)";
+    let owned = dialect::owned_by(store.backend(), "l.account_id", "$1");
+    let (keyset, order) = match (&filter.login, &filter.plan) {
+        (Some(_), plan) => (
+            format!(
+                "(l.user_id, l.id) < ({LOGIN}, $2) AND l.user_id >= {LOGIN}{}",
+                if plan.is_some() {
+                    format!(" AND l.plan_id = {PLAN}")
+                } else {
+                    " AND $5 = ''".to_owned()
+                }
+            ),
+            "l.account_id DESC, l.user_id DESC, l.id DESC",
+        ),
+        (None, Some(_)) => (
+            format!("(l.plan_id, l.id) < ({PLAN}, $2) AND l.plan_id >= {PLAN} AND $4 = ''"),
+            "l.account_id DESC, l.plan_id DESC, l.id DESC",
+        ),
+        (None, None) => (
+            "l.id < $2 AND $4 = '' AND $5 = ''".to_owned(),
+            "l.account_id DESC, l.id DESC",
+        ),
+    };
+    let sql = format!("{LICENSE_SELECT} WHERE {owned} AND {keyset} ORDER BY {order} LIMIT $3");
     let rows: Vec<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(account_id)
         .bind(before)

@@ -771,3 +771,91 @@ async fn webhook_attempts_of_two_endpoints(
     }
     endpoint_ids.swap_remove(0)
 }
+
+/// A filtered license list reads the filter's own index: a login (or a plan) with a few
+/// licenses, on an account where another login (plan) holds every other one, is found without
+/// stepping over the others, on custom and generic plans, first page and from a cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rare_logins_and_plans_licenses_are_read_by_their_own_index() {
+    let Some(db) = Db::postgres() else {
+        return;
+    };
+    let app = TestApp::spawn(&db).await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan("basic").await;
+    app.user("alice").await;
+    app.user("bob").await;
+    let large = app.reseller().await;
+    let mut admin = sqlx::PgConnection::connect(&app.database_url)
+        .await
+        .expect("admin connection");
+    // Bob's and the basic plan's licenses first (oldest), then alice's on pro.
+    for (login, plan, rows) in [
+        ("bob", "pro", RARE_ROWS),
+        ("alice", "basic", RARE_ROWS),
+        ("alice", "pro", LARGE_ACCOUNT_ROWS),
+    ] {
+        sqlx::query(
+            "INSERT INTO licenses (license_id, user_id, plan_id, account_id, source, \
+             created_utc, starts_utc, expires_utc) \
+             SELECT md5($2 || $3 || g), u.id, p.id, a.id, 'direct', 0, 0, NULL \
+             FROM accounts a, plans p, users u, generate_series(1, $4) AS g \
+             WHERE a.client_id = $1 AND p.slug = $3 AND u.login = $2",
+        )
+        .bind(&large.client_id)
+        .bind(login)
+        .bind(plan)
+        .bind(rows)
+        .execute(&mut admin)
+        .await
+        .expect("license rows");
+    }
+    sqlx::query("ANALYZE")
+        .execute(&mut admin)
+        .await
+        .expect("analyze");
+    let app = counts_from_zero(app, &mut admin).await;
+    let partner = partner_request(&app, &large);
+    // Eight times each, so that generic plans get their turn; pages of 4 so that the second
+    // page starts at a cursor.
+    for _ in 0..8 {
+        for filter in ["login=bob", "planSlug=basic", "login=bob&planSlug=pro"] {
+            let first = json_of(
+                partner(Method::GET, &format!("{LICENSES}?{filter}&limit=4")),
+                200,
+            )
+            .await;
+            let cursor = first["nextCursor"].as_str().expect("a second page");
+            let second = json_of(
+                partner(
+                    Method::GET,
+                    &format!("{LICENSES}?{filter}&limit=4&cursor={cursor}"),
+                ),
+                200,
+            )
+            .await;
+            let found = first["licenses"].as_array().unwrap().len()
+                + second["licenses"].as_array().unwrap().len();
+            assert_eq!(found as i64, RARE_ROWS, "{filter}: every license once");
+            assert!(second["nextCursor"].is_null(), "{filter}: two pages");
+        }
+    }
+    let _closed = app.close().await;
+    wait_for_no_other_connection(&mut admin).await;
+    let read: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes \
+         WHERE relname = 'licenses' AND idx_tup_read > 0 ORDER BY 1",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("index reads");
+    let total: i64 = read.iter().map(|(_, tuples)| tuples).sum();
+    // 48 pages of at most 5 rows each: a few hundred entries, not the account's 20 000.
+    assert!(
+        total < 2_000,
+        "a filtered list stepped over the other licenses (index, entries read): {read:?}"
+    );
+}
+
+/// The licenses of the rare login and of the rare plan.
+const RARE_ROWS: i64 = 6;
