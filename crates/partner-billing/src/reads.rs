@@ -17,7 +17,7 @@ pub(crate) mod cursor;
 
 use serde_json::Value;
 
-use crate::db::dialect;
+use crate::db::dialect::{self, PerBackend};
 use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug, PromoBatchId};
 use crate::error::{Error, Result};
 use crate::idempotency::Scope;
@@ -115,6 +115,51 @@ const LICENSE_SELECT: &str = "SELECT l.id AS row_id, l.license_id, p.slug AS pla
      l.source, l.batch_id, l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
      FROM licenses l JOIN users u ON u.id = l.user_id JOIN plans p ON p.id = l.plan_id";
 
+// One statement per filter, each served by its own index (account, [user|plan], id), ordered
+// by the account first (see the module's docs): `$1` the account, `$2` the cursor's id, `$3` the
+// limit, `$4` the login or '', `$5` the plan or ''. A filter's column is ordered on too and held
+// by a range and the keyset's row comparison, never by `=`: the planner would then drop it from
+// the order, and the account's index (or the plan's, for a login) could serve it, stepping over
+// every other license of the account to find a rare login's (or plan's). With both filters the
+// login's index serves, and the plan is a plain condition.
+const LOGIN_ID: &str = "(SELECT id FROM users WHERE login = $4)";
+const PLAN_ID: &str = "(SELECT id FROM plans WHERE slug = $5)";
+
+static LICENSES_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{LICENSE_SELECT} WHERE {} AND l.id < $2 AND $4 = '' AND $5 = '' \
+         ORDER BY l.account_id DESC, l.id DESC LIMIT $3",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+});
+
+static LICENSES_OF_LOGIN_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{LICENSE_SELECT} WHERE {} AND (l.user_id, l.id) < ({LOGIN_ID}, $2) \
+         AND l.user_id >= {LOGIN_ID} AND $5 = '' \
+         ORDER BY l.account_id DESC, l.user_id DESC, l.id DESC LIMIT $3",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+});
+
+static LICENSES_OF_PLAN_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{LICENSE_SELECT} WHERE {} AND (l.plan_id, l.id) < ({PLAN_ID}, $2) \
+         AND l.plan_id >= {PLAN_ID} AND $4 = '' \
+         ORDER BY l.account_id DESC, l.plan_id DESC, l.id DESC LIMIT $3",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+});
+
+static LICENSES_OF_LOGIN_AND_PLAN_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{LICENSE_SELECT} WHERE {} AND (l.user_id, l.id) < ({LOGIN_ID}, $2) \
+         AND l.user_id >= {LOGIN_ID} AND l.plan_id = {PLAN_ID} \
+         ORDER BY l.account_id DESC, l.user_id DESC, l.id DESC LIMIT $3",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+});
+
 /// The account's licenses (those it issued and those redeemed from its codes), newest first.
 pub async fn list_licenses(
     store: &Store,
@@ -124,37 +169,13 @@ pub async fn list_licenses(
 ) -> Result<LicenseList> {
     let sealed = filter.sealed();
     let before = page.position(store, account_id, List::Licenses, &sealed, &[i64::MAX])?[0];
-    // One statement text per filter, each served by its own index (account, [user|plan], id),
-    // ordered by the account first (see the module's docs). A filter's column is ordered on
-    // too and held by a range, never by `=`: the planner would then drop it from the order, and
-    // the account's index (or the plan's, for a login) could serve it, stepping over every
-    // other license of the account to find a rare login's (or plan's).
-    const LOGIN: &str = "(SELECT id FROM users WHERE login = $4)";
-    const PLAN: &str = "(SELECT id FROM plans WHERE slug = $5)";
-    let owned = dialect::owned_by(store.backend(), "l.account_id", "$1");
-    let (keyset, order) = match (&filter.login, &filter.plan) {
-        (Some(_), plan) => (
-            format!(
-                "(l.user_id, l.id) < ({LOGIN}, $2) AND l.user_id >= {LOGIN}{}",
-                if plan.is_some() {
-                    format!(" AND l.plan_id = {PLAN}")
-                } else {
-                    " AND $5 = ''".to_owned()
-                }
-            ),
-            "l.account_id DESC, l.user_id DESC, l.id DESC",
-        ),
-        (None, Some(_)) => (
-            format!("(l.plan_id, l.id) < ({PLAN}, $2) AND l.plan_id >= {PLAN} AND $4 = ''"),
-            "l.account_id DESC, l.plan_id DESC, l.id DESC",
-        ),
-        (None, None) => (
-            "l.id < $2 AND $4 = '' AND $5 = ''".to_owned(),
-            "l.account_id DESC, l.id DESC",
-        ),
+    let sql = match (&filter.login, &filter.plan) {
+        (None, None) => &LICENSES_SQL,
+        (Some(_), None) => &LICENSES_OF_LOGIN_SQL,
+        (None, Some(_)) => &LICENSES_OF_PLAN_SQL,
+        (Some(_), Some(_)) => &LICENSES_OF_LOGIN_AND_PLAN_SQL,
     };
-    let sql = format!("{LICENSE_SELECT} WHERE {owned} AND {keyset} ORDER BY {order} LIMIT $3");
-    let rows: Vec<LicenseRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let rows: Vec<LicenseRow> = sqlx::query_as(sql.get(store.backend()))
         .bind(account_id)
         .bind(before)
         .bind(page.limit + 1)
