@@ -182,16 +182,10 @@ async fn activity_pages_by_keyset_without_repeats_or_gaps(db: Db) {
 async fn the_operators_log_pages_by_keyset_without_repeats_or_gaps(db: Db) {
     let app = TestApp::spawn(&db).await;
     let (r, other) = (app.reseller().await, app.reseller().await);
-    for reseller in [&r, &other, &r, &other, &r] {
-        let token = app.session(&reseller.client_id, &reseller.password).await;
-        let created = app
-            .http
-            .post(app.url("/v1/billing/resellers/me/api-keys"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(created.status(), 201);
+    app.plan("pro").await;
+    // Each credit is an entry of the operator's log, the two accounts' in turn.
+    for reseller in [&r, &other, &r, &other, &r, &other, &r, &r] {
+        app.credit(reseller, "pro", 1).await;
     }
     let client_id = ClientId::parse("clientId", &r.client_id).unwrap();
     for client in [Some(&client_id), None] {
