@@ -21,6 +21,7 @@ both_databases!(
     blank_lines_then_silence_are_closed,
     http2_with_prior_knowledge_is_served_then_held_to_the_idle_limit,
     stopping_closes_idle_keep_alive_connections_at_once,
+    stopping_refuses_new_connections_and_cuts_off_what_outlasts_the_drain,
 );
 
 const LIMITS: Limits = Limits {
@@ -43,6 +44,18 @@ impl Server {
     }
 
     async fn start_with(db: &Db, max_connections: usize, limits: Limits) -> Self {
+        Self::start_serving(
+            db,
+            ServeOptions {
+                max_connections,
+                limits,
+                ..ServeOptions::default()
+            },
+        )
+        .await
+    }
+
+    async fn start_serving(db: &Db, options: ServeOptions) -> Self {
         let (url, home) = fresh_database(db).await;
         let store = Store::connect(&url, Clock::system())
             .await
@@ -57,11 +70,7 @@ impl Server {
             async {
                 let _ = stopped.await;
             },
-            ServeOptions {
-                max_connections,
-                limits,
-                ..ServeOptions::default()
-            },
+            options,
         ));
         Self {
             address,
@@ -216,14 +225,20 @@ async fn max_connections_bounds_open_connections(db: Db) {
 /// service may take to answer it: a request whose body is all in, and whose answer waits (here
 /// on a promo batch's generation turn, as behind other batches on a busy SQLite file), is
 /// answered, not cut off at the body limit.
-async fn an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off(db: Db) {
+/// A promo batch request held inside the service (its body read, its answer not started):
+/// the hold, and the request's task.
+async fn held_request(
+    server: &Server,
+) -> (
+    partner_billing::store::Hold,
+    tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
+) {
     use partner_billing::audit::Origin;
     use partner_billing::domain::{ClientId, Password, PlanSlug};
     use partner_billing::plans::{self, NewPlan};
     use partner_billing::store::HoldPoint;
     use partner_billing::{accounts, keys, quota};
 
-    let server = Server::start(&db, 4096).await;
     let store = &server.store;
     let origin = Origin::cli();
     let plan = PlanSlug::parse("slug", "pro").unwrap();
@@ -263,6 +278,12 @@ async fn an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off(db: Db) 
         .send();
     let request = tokio::spawn(request);
     hold.wait_for_arrivals(1).await;
+    (hold, request)
+}
+
+async fn an_answer_that_takes_longer_than_the_body_limit_is_not_cut_off(db: Db) {
+    let server = Server::start(&db, 4096).await;
+    let (hold, request) = held_request(&server).await;
     // The request is with the service, its body read; the answer takes past the body limit.
     tokio::time::sleep(LIMITS.body + Duration::from_secs(1)).await;
     hold.release();
@@ -330,4 +351,53 @@ async fn stopping_closes_idle_keep_alive_connections_at_once(db: Db) {
         started.elapsed()
     );
     closed_within(&mut kept, Duration::from_secs(1)).await;
+}
+
+/// On stop the listener closes at once, a request in flight has the drain time to finish, and
+/// what outlasts it is cut off: the server returns, the held request gets no answer.
+async fn stopping_refuses_new_connections_and_cuts_off_what_outlasts_the_drain(db: Db) {
+    let drain = Duration::from_secs(2);
+    let mut server = Server::start_serving(
+        &db,
+        ServeOptions {
+            limits: LIMITS,
+            drain_timeout: drain,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let (hold, request) = held_request(&server).await;
+    let stopped_at = Instant::now();
+    let _ = server.stop.take().expect("running").send(());
+    // New connections are refused while the held request still runs.
+    let refused = tokio::time::timeout(drain / 2, async {
+        while TcpStream::connect(&server.address).await.is_ok() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        refused.is_ok(),
+        "the listener still accepted after the stop"
+    );
+    assert!(
+        !request.is_finished(),
+        "the held request was cut off before the drain time"
+    );
+    let served = tokio::time::timeout(drain + Duration::from_secs(10), &mut server.task)
+        .await
+        .expect("the server returned after the drain time")
+        .expect("the server's task");
+    assert!(served.is_ok(), "{served:?}");
+    assert!(
+        stopped_at.elapsed() >= drain,
+        "returned before the drain time"
+    );
+    let answer = request.await.expect("the request's task");
+    assert!(
+        answer.is_err(),
+        "the cut-off request was answered: {answer:?}"
+    );
+    drop(hold);
+    server.store.close().await;
 }
