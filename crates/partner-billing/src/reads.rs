@@ -17,6 +17,7 @@ pub(crate) mod cursor;
 
 use serde_json::Value;
 
+use crate::db::Backend;
 use crate::db::dialect::{self, PerBackend};
 use crate::domain::{IdempotencyKey, InvalidField, Login, PlanSlug, PromoBatchId};
 use crate::error::{Error, Result};
@@ -126,39 +127,44 @@ const LOGIN_ID: &str = "(SELECT id FROM users WHERE login = $4)";
 const PLAN_ID: &str = "(SELECT id FROM plans WHERE slug = $5)";
 
 static LICENSES_SQL: PerBackend = PerBackend::new(|backend| {
-    format!(
-        "{LICENSE_SELECT} WHERE {} AND l.id < $2 AND $4 = '' AND $5 = '' \
-         ORDER BY l.account_id DESC, l.id DESC LIMIT $3",
-        dialect::owned_by(backend, "l.account_id", "$1")
-    )
+    licenses_sql(backend, "l.id < $2 AND $4 = '' AND $5 = ''", "l.id DESC")
 });
 
 static LICENSES_OF_LOGIN_SQL: PerBackend = PerBackend::new(|backend| {
-    format!(
-        "{LICENSE_SELECT} WHERE {} AND (l.user_id, l.id) < ({LOGIN_ID}, $2) \
-         AND l.user_id >= {LOGIN_ID} AND $5 = '' \
-         ORDER BY l.account_id DESC, l.user_id DESC, l.id DESC LIMIT $3",
-        dialect::owned_by(backend, "l.account_id", "$1")
+    licenses_sql(
+        backend,
+        &format!("(l.user_id, l.id) < ({LOGIN_ID}, $2) AND l.user_id >= {LOGIN_ID} AND $5 = ''"),
+        "l.user_id DESC, l.id DESC",
     )
 });
 
 static LICENSES_OF_PLAN_SQL: PerBackend = PerBackend::new(|backend| {
-    format!(
-        "{LICENSE_SELECT} WHERE {} AND (l.plan_id, l.id) < ({PLAN_ID}, $2) \
-         AND l.plan_id >= {PLAN_ID} AND $4 = '' \
-         ORDER BY l.account_id DESC, l.plan_id DESC, l.id DESC LIMIT $3",
-        dialect::owned_by(backend, "l.account_id", "$1")
+    licenses_sql(
+        backend,
+        &format!("(l.plan_id, l.id) < ({PLAN_ID}, $2) AND l.plan_id >= {PLAN_ID} AND $4 = ''"),
+        "l.plan_id DESC, l.id DESC",
     )
 });
 
 static LICENSES_OF_LOGIN_AND_PLAN_SQL: PerBackend = PerBackend::new(|backend| {
-    format!(
-        "{LICENSE_SELECT} WHERE {} AND (l.user_id, l.id) < ({LOGIN_ID}, $2) \
-         AND l.user_id >= {LOGIN_ID} AND l.plan_id = {PLAN_ID} \
-         ORDER BY l.account_id DESC, l.user_id DESC, l.id DESC LIMIT $3",
-        dialect::owned_by(backend, "l.account_id", "$1")
+    licenses_sql(
+        backend,
+        &format!(
+            "(l.user_id, l.id) < ({LOGIN_ID}, $2) AND l.user_id >= {LOGIN_ID} \
+             AND l.plan_id = {PLAN_ID}"
+        ),
+        "l.user_id DESC, l.id DESC",
     )
 });
+
+/// A page of the account's licenses where `condition`, ordered by the account, then `order`.
+fn licenses_sql(backend: Backend, condition: &str, order: &str) -> String {
+    format!(
+        "{LICENSE_SELECT} WHERE {} AND {condition} \
+         ORDER BY l.account_id DESC, {order} LIMIT $3",
+        dialect::owned_by(backend, "l.account_id", "$1")
+    )
+}
 
 /// The account's licenses (those it issued and those redeemed from its codes), newest first.
 pub async fn list_licenses(
