@@ -6,11 +6,14 @@
 //! (key) < (cursor) ORDER BY key DESC` (or `> … ASC` going back), where the key is the list's
 //! sort key (the row id, or the trail's `created_utc, id`), ordered by the account first, in
 //! the direction its index is read, so that the index on (account, key) serves it and nothing
-//! else can (`dialect::owned_by`). Keyset pages only (never a skip count),
-//! and nothing reads a whole table: the CSV is read in keyset chunks as it is sent.
+//! else can (`dialect::owned_by`). A list filtered to one login or product is ordered by
+//! that column too, after the account, and read from the index on (account, column, key)
+//! (`dialect::grouped_keyset`). Keyset pages only (never a skip count), and nothing reads a
+//! whole table: the CSV is read in keyset chunks as it is sent.
 
 use futures_util::Stream;
 
+use crate::db::Backend;
 use crate::db::dialect::{self, PerBackend};
 use crate::domain::Login;
 use crate::error::Result;
@@ -42,10 +45,10 @@ pub(crate) trait Keyed {
 const OLDER: i64 = 0;
 const NEWER: i64 = 1;
 
-/// What a panel list reads: `select`, which binds `$2` (the filter) and ends in a `WHERE`
-/// clause, of the rows whose `owner` column is the account (bound as `$1`), newest first by
-/// the `key` columns (most significant first; unique together), from an index on (owner,
-/// key).
+/// What a panel list reads: `select` (its columns, `FROM` and joins, no `WHERE`) of the rows
+/// whose `owner` column is the account (bound as `$1`), newest first by the `key` columns
+/// (most significant first; unique together), from an index on (owner, key); or, for a list
+/// filtered to one value of a column, from an index on (owner, that column, key).
 pub(crate) struct ListQuery<'a> {
     pub(crate) select: &'a str,
     pub(crate) owner: &'a str,
@@ -53,6 +56,59 @@ pub(crate) struct ListQuery<'a> {
     /// The index stores the key newest first (its key columns `DESC`): read forwards, owner
     /// ascending, for the older pages.
     pub(crate) key_descending_in_index: bool,
+    /// The filter, bound as `$2`: `None` lists every row of the owner (and `$2` must be '').
+    pub(crate) filter: Option<Group<'a>>,
+}
+
+/// A filter that holds a list to the rows whose `column` is `value`, an expression of `$2`
+/// (the login's id, say): read from the index on (owner, column, key), the column stored in
+/// the key's direction, so that a rare value's page never steps over the owner's other rows.
+pub(crate) struct Group<'a> {
+    pub(crate) column: &'a str,
+    pub(crate) value: &'a str,
+}
+
+impl ListQuery<'_> {
+    /// The statement of a page beyond a position: older rows (`<`, newest first) or newer ones
+    /// (`>`, oldest first). `$1` the owner, `$2` the filter, then the position's key values,
+    /// then the limit.
+    fn page_sql(&self, backend: Backend, op: &str) -> String {
+        let order = if op == ">" { "ASC" } else { "DESC" };
+        // Ordered by the owner first, so that only the owner's own index serves the page (see
+        // `dialect::owned_by`), in the direction that index is read in.
+        let owner_order = match (order, self.key_descending_in_index) {
+            ("ASC", true) | ("DESC", false) => "DESC",
+            _ => "ASC",
+        };
+        let owned = dialect::owned_by(backend, self.owner, "$1");
+        let columns = self.key.join(", ");
+        let params: Vec<String> = (0..self.key.len()).map(|i| format!("${}", i + 3)).collect();
+        let position = params.join(", ");
+        let limit_param = self.key.len() + 3;
+        let (keyset, group_order) = match &self.filter {
+            None => (format!("({columns}) {op} ({position}) AND $2 = ''"), None),
+            Some(group) => (
+                dialect::grouped_keyset(
+                    backend,
+                    group.column,
+                    group.value,
+                    &columns,
+                    op,
+                    &position,
+                ),
+                Some(format!("{} {order}", group.column)),
+            ),
+        };
+        let order_by: Vec<String> = std::iter::once(format!("{} {owner_order}", self.owner))
+            .chain(group_order)
+            .chain(self.key.iter().map(|column| format!("{column} {order}")))
+            .collect();
+        format!(
+            "{} WHERE {owned} AND {keyset} ORDER BY {} LIMIT ${limit_param}",
+            self.select,
+            order_by.join(", ")
+        )
+    }
 }
 
 /// One page of a [`ListQuery`], starting at `cursor`. Malformed or foreign cursors, and
@@ -78,31 +134,8 @@ where
             (values[0], values[1..].to_vec())
         }
     };
-    let (op, order) = if direction == NEWER {
-        (">", "ASC")
-    } else {
-        ("<", "DESC")
-    };
-    // Ordered by the owner first, so that only the owner's own index serves the page (see
-    // `dialect::owned_by`), in the direction that index is read in.
-    let owned = dialect::owned_by(store.backend(), query.owner, "$1");
-    let columns = key.join(", ");
-    let params: Vec<String> = (0..key.len()).map(|i| format!("${}", i + 3)).collect();
-    let params = params.join(", ");
-    let limit_param = key.len() + 3;
-    let fetch = |op: &str, order: &str, position: Vec<i64>, limit: i64| {
-        let owner_order = match (order, query.key_descending_in_index) {
-            ("ASC", true) | ("DESC", false) => "DESC",
-            _ => "ASC",
-        };
-        let order_by: Vec<String> = std::iter::once(format!("{} {owner_order}", query.owner))
-            .chain(key.iter().map(|column| format!("{column} {order}")))
-            .collect();
-        let sql = format!(
-            "{} AND {owned} AND ({columns}) {op} ({params}) ORDER BY {} LIMIT ${limit_param}",
-            query.select,
-            order_by.join(", ")
-        );
+    let fetch = |op: &str, position: Vec<i64>, limit: i64| {
+        let sql = query.page_sql(store.backend(), op);
         async move {
             let mut query = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(account_id)
@@ -114,7 +147,8 @@ where
             Ok::<_, crate::Error>(rows)
         }
     };
-    let mut items = fetch(op, order, position, limit + 1).await?;
+    let op = if direction == NEWER { ">" } else { "<" };
+    let mut items = fetch(op, position, limit + 1).await?;
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
     if direction == NEWER {
@@ -129,14 +163,14 @@ where
     };
     let (first_key, last_key) = (first.sort_key(), last.sort_key());
     let older_exists = if direction == NEWER {
-        !fetch("<", "DESC", last_key.clone(), 1).await?.is_empty()
+        !fetch("<", last_key.clone(), 1).await?.is_empty()
     } else {
         more
     };
     let newer_exists = if direction == NEWER {
         more
     } else {
-        !fetch(">", "ASC", first_key.clone(), 1).await?.is_empty()
+        !fetch(">", first_key.clone(), 1).await?.is_empty()
     };
     let link = |direction: i64, key: &[i64]| {
         let mut position = vec![direction];
@@ -170,21 +204,30 @@ impl Keyed for LedgerRow {
 
 const LEDGER_SELECT: &str = "SELECT l.id AS entry_id, l.created_utc, p.slug AS product_slug, \
      l.kind, l.delta AS units, l.balance_after, l.reference \
-     FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-     WHERE ($2 = '' OR l.plan_id = (SELECT id FROM plans WHERE slug = $2))";
+     FROM ledger_entries l JOIN plans p ON p.id = l.plan_id";
 
-/// The account's ledger, newest first, optionally of one product (`$2`, `""` for all).
+/// The account's ledger, newest first.
 const LEDGER_LIST: ListQuery<'static> = ListQuery {
     select: LEDGER_SELECT,
     owner: "l.account_id",
     key: &["l.id"],
     key_descending_in_index: false,
+    filter: None,
 };
 
-/// One chunk of the CSV: `CSV_CHUNK` entries older than `$3`, of the account `$1`.
+/// The ledger of one product (`$2`), from the (account, plan, id) index.
+const LEDGER_OF_PRODUCT_LIST: ListQuery<'static> = ListQuery {
+    filter: Some(Group {
+        column: "l.plan_id",
+        value: "(SELECT id FROM plans WHERE slug = $2)",
+    }),
+    ..LEDGER_LIST
+};
+
+/// One chunk of the CSV: `CSV_CHUNK` entries older than `$2`, of the account `$1`.
 static CSV_CHUNK_SQL: PerBackend = PerBackend::new(|backend| {
     format!(
-        "{LEDGER_SELECT} AND {} AND l.id < $3 ORDER BY l.account_id DESC, l.id DESC LIMIT $4",
+        "{LEDGER_SELECT} WHERE {} AND l.id < $2 ORDER BY l.account_id DESC, l.id DESC LIMIT $3",
         dialect::owned_by(backend, "l.account_id", "$1")
     )
 });
@@ -196,11 +239,16 @@ pub async fn ledger_page(
     product_slug: &str,
     cursor: Option<&str>,
 ) -> Result<PanelPage<LedgerRow>> {
+    let query = if product_slug.is_empty() {
+        &LEDGER_LIST
+    } else {
+        &LEDGER_OF_PRODUCT_LIST
+    };
     newest_first(
         store,
         account_id,
         List::PanelLedger,
-        &LEDGER_LIST,
+        query,
         product_slug,
         cursor,
         PANEL_LEDGER_PAGE_SIZE,
@@ -221,7 +269,6 @@ pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result
             };
             let rows: Vec<LedgerRow> = sqlx::query_as(CSV_CHUNK_SQL.get(store.backend()))
                 .bind(account_id)
-                .bind("")
                 .bind(before)
                 .bind(CSV_CHUNK)
                 .fetch_all(store.pool())
@@ -256,30 +303,38 @@ impl Keyed for PromoBatchRow {
     }
 }
 
+/// The columns of a promo batch row and their tables.
+static PROMO_BATCHES_SELECT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT b.id AS row_id, b.batch_id, p.slug AS product_slug, b.code_count, b.redeemed, \
+         b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
+         FROM promo_batches b JOIN plans p ON p.id = b.plan_id",
+        window = crate::limits::PROMO_RECOVERY_WINDOW_SECONDS,
+    )
+});
+
+/// The account's promo batches, newest first.
+fn promo_batches_list() -> ListQuery<'static> {
+    ListQuery {
+        select: &PROMO_BATCHES_SELECT,
+        owner: "b.account_id",
+        key: &["b.id"],
+        key_descending_in_index: false,
+        filter: None,
+    }
+}
+
 /// The account's promo batches, newest first, a page at a time.
 pub async fn promo_batches(
     store: &Store,
     account_id: i64,
     cursor: Option<&str>,
 ) -> Result<PanelPage<PromoBatchRow>> {
-    let select = format!(
-        "SELECT b.id AS row_id, b.batch_id, p.slug AS product_slug, b.code_count, \
-         b.redeemed, \
-         b.created_utc, b.created_utc + {window} AS recoverable_until_utc, b.voided_utc \
-         FROM promo_batches b JOIN plans p ON p.id = b.plan_id \
-         WHERE $2 = ''",
-        window = crate::limits::PROMO_RECOVERY_WINDOW_SECONDS,
-    );
     newest_first(
         store,
         account_id,
         List::PanelPromoBatches,
-        &ListQuery {
-            select: &select,
-            owner: "b.account_id",
-            key: &["b.id"],
-            key_descending_in_index: false,
-        },
+        &promo_batches_list(),
         "",
         cursor,
         PANEL_PROMO_BATCHES_PAGE_SIZE,
@@ -314,26 +369,43 @@ pub async fn licenses(
     login: Option<&Login>,
     cursor: Option<&str>,
 ) -> Result<PanelPage<LicenseRow>> {
+    let query = if login.is_some() {
+        &LICENSES_OF_LOGIN_LIST
+    } else {
+        &LICENSES_LIST
+    };
     newest_first(
         store,
         account_id,
         List::PanelLicenses,
-        &ListQuery {
-            select: "SELECT l.id AS row_id, l.license_id, u.login, p.slug AS product_slug, \
-                     l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
-                     FROM licenses l JOIN users u ON u.id = l.user_id \
-                     JOIN plans p ON p.id = l.plan_id \
-                     WHERE ($2 = '' OR l.user_id = (SELECT id FROM users WHERE login = $2))",
-            owner: "l.account_id",
-            key: &["l.id"],
-            key_descending_in_index: false,
-        },
+        query,
         login.map_or("", Login::as_str),
         cursor,
         PANEL_LICENSES_PAGE_SIZE,
     )
     .await
 }
+
+/// The account's licenses, newest first.
+const LICENSES_LIST: ListQuery<'static> = ListQuery {
+    select: "SELECT l.id AS row_id, l.license_id, u.login, p.slug AS product_slug, \
+             l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \
+             FROM licenses l JOIN users u ON u.id = l.user_id \
+             JOIN plans p ON p.id = l.plan_id",
+    owner: "l.account_id",
+    key: &["l.id"],
+    key_descending_in_index: false,
+    filter: None,
+};
+
+/// One login's licenses (`$2`), from the (account, user, id) index.
+const LICENSES_OF_LOGIN_LIST: ListQuery<'static> = ListQuery {
+    filter: Some(Group {
+        column: "l.user_id",
+        value: "(SELECT id FROM users WHERE login = $2)",
+    }),
+    ..LICENSES_LIST
+};
 
 /// Units spent on one day (UTC) on one product: licenses and promo batches charged that day.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -367,4 +439,67 @@ pub async fn usage_by_day(store: &Store, account_id: i64) -> Result<Vec<UsageRow
         .bind(since)
         .fetch_all(store.pool())
         .await?)
+}
+
+/// Every panel list's page statements, both directions, and the CSV's chunk, each with the
+/// table (alias) it lists and the index seek SQLite's plan must show for it: for the plan
+/// tests.
+#[cfg(test)]
+pub(crate) fn panel_lists(backend: Backend) -> Vec<(String, String, &'static str, String)> {
+    let lists = [
+        (
+            "ledger",
+            &LEDGER_LIST,
+            "l",
+            "ledger_entries_account_id (account_id=? AND id{op}?)",
+        ),
+        (
+            "one product's ledger",
+            &LEDGER_OF_PRODUCT_LIST,
+            "l",
+            "ledger_entries_account_plan_id (account_id=? AND plan_id=? AND id{op}?)",
+        ),
+        (
+            "licenses",
+            &LICENSES_LIST,
+            "l",
+            "licenses_account_id (account_id=? AND id{op}?)",
+        ),
+        (
+            "one login's licenses",
+            &LICENSES_OF_LOGIN_LIST,
+            "l",
+            "licenses_account_user_id (account_id=? AND user_id=? AND id{op}?)",
+        ),
+        (
+            "promo batches",
+            &promo_batches_list(),
+            "b",
+            // The id is the row id, which every index of the table ends with.
+            "promo_batches_account (account_id=? AND rowid{op}?)",
+        ),
+        (
+            "activity",
+            &crate::audit_log::PANEL_LIST,
+            "e",
+            "audit_entries_account_time (account_id=? AND created_utc{op}?)",
+        ),
+    ];
+    let mut statements = vec![(
+        "the CSV's chunk".to_owned(),
+        CSV_CHUNK_SQL.get(backend).to_owned(),
+        "l",
+        "ledger_entries_account_id (account_id=? AND id<?)".to_owned(),
+    )];
+    for (name, list, table, seek) in lists {
+        for op in ["<", ">"] {
+            statements.push((
+                format!("{name}, {op}"),
+                list.page_sql(backend, op),
+                table,
+                seek.replace("{op}", op),
+            ));
+        }
+    }
+    statements
 }

@@ -196,6 +196,15 @@ pub async fn account_page(
     Ok(into_page(rows, limit))
 }
 
+/// The account's trail in the panel, newest first, from the (account, time, id) index.
+pub(crate) const PANEL_LIST: activity::ListQuery<'static> = activity::ListQuery {
+    select: COLUMNS,
+    owner: "e.account_id",
+    key: &["e.created_utc", "e.id"],
+    key_descending_in_index: true,
+    filter: None,
+};
+
 /// A page of one account's trail for the panel, newest first by the trail's sort key
 /// (`created_utc`, `id`: the JSON list's order), with the cursors of the older and the newer
 /// page, as every panel list pages.
@@ -208,12 +217,7 @@ pub async fn panel_page(
         store,
         account_id,
         List::PanelActivity,
-        &activity::ListQuery {
-            select: &format!("{COLUMNS} WHERE $2 = ''"),
-            owner: "e.account_id",
-            key: &["e.created_utc", "e.id"],
-            key_descending_in_index: true,
-        },
+        &PANEL_LIST,
         "",
         cursor,
         crate::limits::PANEL_ACTIVITY_PAGE_SIZE,

@@ -14,6 +14,8 @@
 //! first (e2e `hot_path_plans`).
 
 pub(crate) mod cursor;
+#[cfg(test)]
+mod sqlite_plans;
 
 use serde_json::Value;
 
@@ -118,11 +120,12 @@ const LICENSE_SELECT: &str = "SELECT l.id AS row_id, l.license_id, p.slug AS pla
 
 // One statement per filter, each served by its own index (account, [user|plan], id), ordered
 // by the account first (see the module's docs): `$1` the account, `$2` the cursor's id, `$3` the
-// limit, `$4` the login or '', `$5` the plan or ''. A filter's column is ordered on too and held
-// by a range and the keyset's row comparison, never by `=`: the planner would then drop it from
-// the order, and the account's index (or the plan's, for a login) could serve it, stepping over
-// every other license of the account to find a rare login's (or plan's). With both filters the
-// login's index serves, and the plan is a plain condition.
+// limit, `$4` the login or '', `$5` the plan or ''. A filter's column is ordered on too, and
+// held as `dialect::grouped_keyset` says, so that only its own index serves the page: never
+// stepping over every other license of the account to find a rare login's (or plan's). With
+// both filters the login's index serves, and the plan is a plain condition: a login has a few
+// licenses, a plan may have millions. (The unary plus keeps SQLite from seeking by the plan's
+// index instead: a term on `+column` is not one an index can serve.)
 const LOGIN_ID: &str = "(SELECT id FROM users WHERE login = $4)";
 const PLAN_ID: &str = "(SELECT id FROM plans WHERE slug = $5)";
 
@@ -133,7 +136,7 @@ static LICENSES_SQL: PerBackend = PerBackend::new(|backend| {
 static LICENSES_OF_LOGIN_SQL: PerBackend = PerBackend::new(|backend| {
     licenses_sql(
         backend,
-        &format!("(l.user_id, l.id) < ({LOGIN_ID}, $2) AND l.user_id >= {LOGIN_ID} AND $5 = ''"),
+        &format!("{} AND $5 = ''", older_of(backend, "l.user_id", LOGIN_ID)),
         "l.user_id DESC, l.id DESC",
     )
 });
@@ -141,7 +144,7 @@ static LICENSES_OF_LOGIN_SQL: PerBackend = PerBackend::new(|backend| {
 static LICENSES_OF_PLAN_SQL: PerBackend = PerBackend::new(|backend| {
     licenses_sql(
         backend,
-        &format!("(l.plan_id, l.id) < ({PLAN_ID}, $2) AND l.plan_id >= {PLAN_ID} AND $4 = ''"),
+        &format!("{} AND $4 = ''", older_of(backend, "l.plan_id", PLAN_ID)),
         "l.plan_id DESC, l.id DESC",
     )
 });
@@ -150,12 +153,17 @@ static LICENSES_OF_LOGIN_AND_PLAN_SQL: PerBackend = PerBackend::new(|backend| {
     licenses_sql(
         backend,
         &format!(
-            "(l.user_id, l.id) < ({LOGIN_ID}, $2) AND l.user_id >= {LOGIN_ID} \
-             AND l.plan_id = {PLAN_ID}"
+            "{} AND +l.plan_id = {PLAN_ID}",
+            older_of(backend, "l.user_id", LOGIN_ID)
         ),
         "l.user_id DESC, l.id DESC",
     )
 });
+
+/// The licenses whose `group` column is `value`, older than the cursor's id (`$2`).
+fn older_of(backend: Backend, group: &str, value: &str) -> String {
+    dialect::grouped_keyset(backend, group, value, "l.id", "<", "$2")
+}
 
 /// A page of the account's licenses where `condition`, ordered by the account, then `order`.
 fn licenses_sql(backend: Backend, condition: &str, order: &str) -> String {
@@ -298,6 +306,33 @@ struct LedgerRow {
     entry: LedgerEntryRecord,
 }
 
+// The feed's page: `$1` the account, `$2` and `$3` the cursor's position, `$4` the limit, `$5`
+// the product or ''. One product's feed is read from its own index (account, plan, ...), as a
+// filtered license list is.
+static LEDGER_SQL: PerBackend = PerBackend::new(|backend| ledger_sql(backend, None));
+
+static LEDGER_OF_PRODUCT_SQL: PerBackend =
+    PerBackend::new(|backend| ledger_sql(backend, Some("(SELECT id FROM plans WHERE slug = $5)")));
+
+/// A page of the account's ledger feed, of one product's entries when `product` (an
+/// expression of its id) is given.
+fn ledger_sql(backend: Backend, product: Option<&str>) -> String {
+    let (after_position, order) = dialect::ledger_feed_after(backend, product);
+    format!(
+        "SELECT l.commit_xact, l.id AS entry_id, p.slug AS product_slug, l.kind, \
+         l.delta AS units, l.balance_after, l.reference, l.created_utc \
+         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
+         WHERE l.account_id = $1 AND {after_position}{no_product}{settled} \
+         ORDER BY {order} LIMIT $4",
+        no_product = if product.is_some() {
+            ""
+        } else {
+            " AND $5 = ''"
+        },
+        settled = dialect::ledger_feed_settled(backend),
+    )
+}
+
 /// The feed's position before the first entry.
 const LEDGER_START: [i64; 2] = [-1, -1];
 
@@ -313,21 +348,11 @@ pub async fn ledger(
 ) -> Result<LedgerPage> {
     let sealed = [product.map_or("", PlanSlug::as_str)];
     let after = page.position(store, account_id, List::Ledger, &sealed, &LEDGER_START)?;
-    let product_filter = if product.is_some() {
-        " AND l.plan_id = (SELECT id FROM plans WHERE slug = $5)"
-    } else {
-        " AND $5 = ''"
+    let sql = match product {
+        None => &LEDGER_SQL,
+        Some(_) => &LEDGER_OF_PRODUCT_SQL,
     };
-    let (after_position, order) = dialect::ledger_feed_after(store.backend());
-    let sql = format!(
-        "SELECT l.commit_xact, l.id AS entry_id, p.slug AS product_slug, l.kind, \
-         l.delta AS units, l.balance_after, l.reference, l.created_utc \
-         FROM ledger_entries l JOIN plans p ON p.id = l.plan_id \
-         WHERE l.account_id = $1 AND {after_position}{product_filter}{settled} \
-         ORDER BY {order} LIMIT $4",
-        settled = dialect::ledger_feed_settled(store.backend()),
-    );
-    let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let rows: Vec<LedgerRow> = sqlx::query_as(sql.get(store.backend()))
         .bind(account_id)
         .bind(after[0])
         .bind(after[1])

@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 
 use partner_billing::domain::ClientId;
-use partner_billing::limits::WEBHOOK_DELIVERIES_LISTED;
+use partner_billing::limits::{
+    PANEL_LEDGER_PAGE_SIZE, PANEL_LICENSES_PAGE_SIZE, WEBHOOK_DELIVERIES_LISTED,
+};
 use partner_billing::quota;
 use partner_billing_tests::product::REDEMPTIONS;
 use partner_billing_tests::{Db, Reseller, TestApp};
@@ -54,6 +56,7 @@ const LOGINS: usize = 2000;
 
 const LICENSES: &str = "/v1/billing/partner/licenses";
 const ACTIVITY: &str = "/v1/billing/resellers/me/activity";
+const LEDGER: &str = "/v1/billing/partner/ledger";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_request_scans_a_growing_table_on_a_database_never_analyzed() {
@@ -772,11 +775,12 @@ async fn webhook_attempts_of_two_endpoints(
     endpoint_ids.swap_remove(0)
 }
 
-/// A filtered license list reads the filter's own index: a login (or a plan) with a few
-/// licenses, on an account where another login (plan) holds every other one, is found without
-/// stepping over the others, on custom and generic plans, first page and from a cursor.
+/// A filtered list reads the filter's own index: a login (or a product) with a few licenses
+/// (ledger entries), on an account where another login (product) holds every other one, is
+/// found without stepping over the others, on custom and generic plans, first page and from a
+/// cursor, in the API and in the panel (whose pages also ask whether a newer page exists).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_rare_logins_and_plans_licenses_are_read_by_their_own_index() {
+async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
     let Some(db) = Db::postgres() else {
         return;
     };
@@ -786,10 +790,14 @@ async fn a_rare_logins_and_plans_licenses_are_read_by_their_own_index() {
     app.user("alice").await;
     app.user("bob").await;
     let large = app.reseller().await;
+    for plan in ["pro", "basic"] {
+        app.credit(&large, plan, 1).await;
+    }
     let mut admin = sqlx::PgConnection::connect(&app.database_url)
         .await
         .expect("admin connection");
-    // Bob's and the basic plan's licenses first (oldest), then alice's on pro.
+    // Bob's and the basic plan's licenses first (oldest), then alice's on pro; the basic
+    // plan's ledger entries (after its credit) before and after pro's.
     for (login, plan, rows) in [
         ("bob", "pro", RARE_ROWS),
         ("alice", "basic", RARE_ROWS),
@@ -810,18 +818,86 @@ async fn a_rare_logins_and_plans_licenses_are_read_by_their_own_index() {
         .await
         .expect("license rows");
     }
+    for (plan, rows) in [
+        ("basic", RARE_ROWS / 2),
+        ("pro", LARGE_ACCOUNT_ROWS),
+        ("basic", RARE_ROWS / 2),
+    ] {
+        sqlx::query(
+            "INSERT INTO ledger_entries (account_id, plan_id, kind, delta, balance_after, actor, \
+             reason, reference, created_utc) \
+             SELECT a.id, p.id, 'license', -1, 0, 'test', NULL, md5($2 || g), 0 \
+             FROM accounts a, plans p, generate_series(1, $3) AS g \
+             WHERE a.client_id = $1 AND p.slug = $2",
+        )
+        .bind(&large.client_id)
+        .bind(plan)
+        .bind(rows)
+        .execute(&mut admin)
+        .await
+        .expect("ledger rows");
+    }
     sqlx::query("ANALYZE")
         .execute(&mut admin)
         .await
         .expect("analyze");
-    let app = counts_from_zero(app, &mut admin).await;
-    let partner = partner_request(&app, &large);
-    // Eight times each, so that generic plans get their turn; pages of 4 so that the second
-    // page starts at a cursor.
-    for _ in 0..8 {
-        for filter in ["login=bob", "planSlug=basic", "login=bob&planSlug=pro"] {
+    let cookie = panel_cookie(&app, &large).await;
+    // Each kind of plan in turn: the plans for the values a request binds (a connection's
+    // first five runs of a statement), and the generic plan that may follow for good.
+    let database: String = sqlx::query_scalar("SELECT current_database()::text")
+        .fetch_one(&mut admin)
+        .await
+        .expect("database name");
+    let mut app = app;
+    for (round, plans) in ["force_custom_plan", "force_generic_plan"]
+        .into_iter()
+        .enumerate()
+    {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER DATABASE \"{database}\" SET plan_cache_mode = {plans}"
+        )))
+        .execute(&mut admin)
+        .await
+        .expect("plan cache mode");
+        app = if round == 0 {
+            counts_from_zero(app, &mut admin).await
+        } else {
+            TestApp::reopen(app.close().await).await
+        };
+        read_rare_and_large_lists(&app, &large, &cookie).await;
+    }
+    let _closed = app.close().await;
+    wait_for_no_other_connection(&mut admin).await;
+    let read: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes \
+         WHERE relname IN ('licenses', 'ledger_entries') AND idx_tup_read > 0 ORDER BY 1",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .expect("index reads");
+    let total: i64 = read.iter().map(|(_, tuples)| tuples).sum();
+    // 32 API pages of at most 5 rows and 16 panel pages of at most 101 (and a probe each): a
+    // thousand entries or so, not the account's 20 000 per page.
+    assert!(
+        total < 3_000,
+        "a filtered list stepped over the other rows (index, entries read): {read:?}"
+    );
+}
+
+/// The filtered lists of the rare and the large login and product, in the API and the panel.
+async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str) {
+    let partner = partner_request(app, large);
+    // Twice, so that a statement runs again on a connection that prepared it; pages of 4 so
+    // that the second page starts at a cursor.
+    for _ in 0..2 {
+        for (list, filter, member) in [
+            (LICENSES, "login=bob", "licenses"),
+            (LICENSES, "planSlug=basic", "licenses"),
+            (LICENSES, "login=bob&planSlug=pro", "licenses"),
+            (LEDGER, "productSlug=basic", "entries"),
+        ] {
             let first = json_of(
-                partner(Method::GET, &format!("{LICENSES}?{filter}&limit=4")),
+                partner(Method::GET, &format!("{list}?{filter}&limit=4")),
                 200,
             )
             .await;
@@ -829,32 +905,35 @@ async fn a_rare_logins_and_plans_licenses_are_read_by_their_own_index() {
             let second = json_of(
                 partner(
                     Method::GET,
-                    &format!("{LICENSES}?{filter}&limit=4&cursor={cursor}"),
+                    &format!("{list}?{filter}&limit=4&cursor={cursor}"),
                 ),
                 200,
             )
             .await;
-            let found = first["licenses"].as_array().unwrap().len()
-                + second["licenses"].as_array().unwrap().len();
-            assert_eq!(found as i64, RARE_ROWS, "{filter}: every license once");
-            assert!(second["nextCursor"].is_null(), "{filter}: two pages");
+            let found =
+                first[member].as_array().unwrap().len() + second[member].as_array().unwrap().len();
+            // The ledger's product also has its credit's entry.
+            let expected = RARE_ROWS + i64::from(list == LEDGER);
+            assert_eq!(found as i64, expected, "{filter}: every item once");
+            if list == LEDGER {
+                assert_eq!(second["hasMore"], json!(false), "{filter}: two pages");
+            } else {
+                assert!(second["nextCursor"].is_null(), "{filter}: two pages");
+            }
+        }
+        // The panel's pages, of the rare login and product and of the large ones (whose
+        // first page, and the probe for a newer one, must not sort them all either).
+        for (path, rows) in [
+            ("/panel/licenses?login=bob", RARE_ROWS),
+            ("/panel/licenses?login=alice", PANEL_LICENSES_PAGE_SIZE),
+            ("/panel/ledger?product=basic", RARE_ROWS + 1),
+            ("/panel/ledger?product=pro", PANEL_LEDGER_PAGE_SIZE),
+        ] {
+            let page = panel_get(app, cookie, path).await;
+            // A header row, then one per item.
+            assert_eq!(page.matches("<tr").count() as i64 - 1, rows, "{path}");
         }
     }
-    let _closed = app.close().await;
-    wait_for_no_other_connection(&mut admin).await;
-    let read: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT indexrelname::text, idx_tup_read FROM pg_stat_user_indexes \
-         WHERE relname = 'licenses' AND idx_tup_read > 0 ORDER BY 1",
-    )
-    .fetch_all(&mut admin)
-    .await
-    .expect("index reads");
-    let total: i64 = read.iter().map(|(_, tuples)| tuples).sum();
-    // 48 pages of at most 5 rows each: a few hundred entries, not the account's 20 000.
-    assert!(
-        total < 2_000,
-        "a filtered list stepped over the other licenses (index, entries read): {read:?}"
-    );
 }
 
 /// The licenses of the rare login and of the rare plan.

@@ -146,15 +146,67 @@ pub(crate) fn owned_by(backend: Backend, column: &str, param: &str) -> String {
     }
 }
 
-/// The ledger feed's position test and order (alias `l`; `$2`, `$3` the cursor's transaction
-/// and id). PostgreSQL: the row value `(commit_xact, id)`, an index range on (account,
-/// commit_xact, id). SQLite: every entry's `commit_xact` is 0, so the id alone orders the feed,
-/// and an index range on (account, id) serves it (SQLite does not seek on a row-value
-/// comparison: it would scan from the start, page after page).
-pub(crate) fn ledger_feed_after(backend: Backend) -> (&'static str, &'static str) {
+/// The keyset test of a list filtered to one value of a column, `group` (the login's
+/// `l.user_id`, the product's `l.plan_id`): the rows whose `group` is `value` (an expression)
+/// and whose `key` (one column or several, comma-separated) lies beyond `position` in the
+/// direction `op` (`<` for older pages, `>` for newer), in a list ordered by its owner, then
+/// `group`, then `key`, which only the index on (owner, group, key) gives.
+///
+/// PostgreSQL: the row value `(group, key) op (value, position)` positions that index, and the
+/// group's bound on the other side (`group >= value` for `<`) keeps the list to its value. With
+/// `group = value` the planner would drop `group` from the order, as it does for an owner
+/// (see [`owned_by`]), and the owner's index, filtered row by row, could serve it: stepping
+/// over every other row of the owner to find a rare login's. And not both bounds on `group`:
+/// the planner takes such a range on a value it cannot see for 0.5 % of the rows and may then
+/// sort a large group's rows rather than read them in order. SQLite: `group = value AND key op
+/// position`: it seeks on a row value's first column only, so a row value would step over
+/// every row of a large group before the position, page after page.
+pub(crate) fn grouped_keyset(
+    backend: Backend,
+    group: &str,
+    value: &str,
+    key: &str,
+    op: &str,
+    position: &str,
+) -> String {
     match backend {
-        Backend::Sqlite => ("l.commit_xact >= $2 AND l.id > $3", "l.id"),
-        Backend::Postgres => ("(l.commit_xact, l.id) > ($2, $3)", "l.commit_xact, l.id"),
+        Backend::Sqlite => format!("{group} = {value} AND ({key}) {op} ({position})"),
+        Backend::Postgres => {
+            let other_side = if op == "<" { ">=" } else { "<=" };
+            format!("({group}, {key}) {op} ({value}, {position}) AND {group} {other_side} {value}")
+        }
+    }
+}
+
+/// The ledger feed's position test and order (alias `l`; `$2`, `$3` the cursor's transaction
+/// and id), of one product's entries when `product` (an expression of its id) is given.
+/// PostgreSQL: the row value `(commit_xact, id)`, an index range on (account, commit_xact, id),
+/// or on (account, plan, commit_xact, id) for one product ([`grouped_keyset`]). SQLite: every
+/// entry's `commit_xact` is 0, so the id alone orders the feed, and an index range on
+/// (account, id), or (account, plan, id), serves it (SQLite does not seek on a row-value
+/// comparison: it would scan from the start, page after page).
+pub(crate) fn ledger_feed_after(backend: Backend, product: Option<&str>) -> (String, &'static str) {
+    match (backend, product) {
+        (Backend::Sqlite, None) => ("l.commit_xact >= $2 AND l.id > $3".to_owned(), "l.id"),
+        (Backend::Sqlite, Some(product)) => (
+            format!("l.plan_id = {product} AND l.commit_xact >= $2 AND l.id > $3"),
+            "l.id",
+        ),
+        (Backend::Postgres, None) => (
+            "(l.commit_xact, l.id) > ($2, $3)".to_owned(),
+            "l.commit_xact, l.id",
+        ),
+        (Backend::Postgres, Some(product)) => (
+            grouped_keyset(
+                backend,
+                "l.plan_id",
+                product,
+                "l.commit_xact, l.id",
+                ">",
+                "$2, $3",
+            ),
+            "l.plan_id, l.commit_xact, l.id",
+        ),
     }
 }
 
