@@ -143,7 +143,7 @@ where
             for value in position {
                 query = query.bind(value);
             }
-            let rows: Vec<T> = query.bind(limit).fetch_all(store.pool()).await?;
+            let rows: Vec<T> = store.db().page(query.bind(limit)).await?;
             Ok::<_, crate::Error>(rows)
         }
     };
@@ -267,11 +267,14 @@ pub fn ledger_stream(store: Store, account_id: i64) -> impl Stream<Item = Result
             let Some(before) = before else {
                 return Ok::<_, crate::Error>(None);
             };
-            let rows: Vec<LedgerRow> = sqlx::query_as(CSV_CHUNK_SQL.get(store.backend()))
-                .bind(account_id)
-                .bind(before)
-                .bind(CSV_CHUNK)
-                .fetch_all(store.pool())
+            let rows: Vec<LedgerRow> = store
+                .db()
+                .page(
+                    sqlx::query_as(CSV_CHUNK_SQL.get(store.backend()))
+                        .bind(account_id)
+                        .bind(before)
+                        .bind(CSV_CHUNK),
+                )
                 .await?;
             let next = (rows.len() as i64 == CSV_CHUNK)
                 .then(|| rows.last().map(|r| r.entry_id))

@@ -186,12 +186,15 @@ pub async fn account_page(
         .map(Cursor::parse)
         .transpose()?
         .unwrap_or_else(Cursor::start);
-    let rows = sqlx::query_as(ACCOUNT_PAGE.get(store.backend()))
-        .bind(account_id)
-        .bind(after.created_utc)
-        .bind(after.id)
-        .bind(limit + 1)
-        .fetch_all(store.pool())
+    let rows = store
+        .db()
+        .page(
+            sqlx::query_as(ACCOUNT_PAGE.get(store.backend()))
+                .bind(account_id)
+                .bind(after.created_utc)
+                .bind(after.id)
+                .bind(limit + 1),
+        )
         .await?;
     Ok(into_page(rows, limit))
 }
@@ -248,13 +251,16 @@ pub async fn operator_log(
     let rows = match client_id {
         Some(client_id) => {
             let account_id = account_id_of(store, client_id).await?;
-            sqlx::query_as(OPERATOR_ACCOUNT_PAGE.get(store.backend()))
-                .bind(since)
-                .bind(after.created_utc)
-                .bind(after.id)
-                .bind(limit + 1)
-                .bind(account_id)
-                .fetch_all(store.pool())
+            store
+                .db()
+                .page(
+                    sqlx::query_as(OPERATOR_ACCOUNT_PAGE.get(store.backend()))
+                        .bind(since)
+                        .bind(after.created_utc)
+                        .bind(after.id)
+                        .bind(limit + 1)
+                        .bind(account_id),
+                )
                 .await?
         }
         None => {
@@ -262,12 +268,15 @@ pub async fn operator_log(
                 "{COLUMNS} WHERE e.created_utc >= $1 AND {KEYSET} \
                  ORDER BY e.created_utc DESC, e.id DESC LIMIT $4"
             ));
-            sqlx::query_as(sql)
-                .bind(since)
-                .bind(after.created_utc)
-                .bind(after.id)
-                .bind(limit + 1)
-                .fetch_all(store.pool())
+            store
+                .db()
+                .page(
+                    sqlx::query_as(sql)
+                        .bind(since)
+                        .bind(after.created_utc)
+                        .bind(after.id)
+                        .bind(limit + 1),
+                )
                 .await?
         }
     };

@@ -189,13 +189,16 @@ pub async fn list_licenses(
         (None, Some(_)) => &LICENSES_OF_PLAN_SQL,
         (Some(_), Some(_)) => &LICENSES_OF_LOGIN_AND_PLAN_SQL,
     };
-    let rows: Vec<LicenseRow> = sqlx::query_as(sql.get(store.backend()))
-        .bind(account_id)
-        .bind(before)
-        .bind(page.limit + 1)
-        .bind(filter.login.as_ref().map_or("", |l| l.as_str()))
-        .bind(filter.plan.as_ref().map_or("", |p| p.as_str()))
-        .fetch_all(store.pool())
+    let rows: Vec<LicenseRow> = store
+        .db()
+        .page(
+            sqlx::query_as(sql.get(store.backend()))
+                .bind(account_id)
+                .bind(before)
+                .bind(page.limit + 1)
+                .bind(filter.login.as_ref().map_or("", |l| l.as_str()))
+                .bind(filter.plan.as_ref().map_or("", |p| p.as_str())),
+        )
         .await?;
     let (rows, next) = split_page(rows, page.limit, |row| vec![row.row_id]);
     Ok(LicenseList {
@@ -250,12 +253,15 @@ pub async fn list_promo_batches(
          LIMIT $4",
         dialect::owned_by(store.backend(), "b.account_id", "$1")
     );
-    let rows: Vec<PromoBatchRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(account_id)
-        .bind(crate::limits::PROMO_RECOVERY_WINDOW_SECONDS)
-        .bind(before)
-        .bind(page.limit + 1)
-        .fetch_all(store.pool())
+    let rows: Vec<PromoBatchRow> = store
+        .db()
+        .page(
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(account_id)
+                .bind(crate::limits::PROMO_RECOVERY_WINDOW_SECONDS)
+                .bind(before)
+                .bind(page.limit + 1),
+        )
         .await?;
     let (rows, next) = split_page(rows, page.limit, |row| vec![row.row_id]);
     Ok(PromoBatchList {
@@ -352,13 +358,16 @@ pub async fn ledger(
         None => &LEDGER_SQL,
         Some(_) => &LEDGER_OF_PRODUCT_SQL,
     };
-    let rows: Vec<LedgerRow> = sqlx::query_as(sql.get(store.backend()))
-        .bind(account_id)
-        .bind(after[0])
-        .bind(after[1])
-        .bind(page.limit + 1)
-        .bind(product.map_or("", |p| p.as_str()))
-        .fetch_all(store.pool())
+    let rows: Vec<LedgerRow> = store
+        .db()
+        .page(
+            sqlx::query_as(sql.get(store.backend()))
+                .bind(account_id)
+                .bind(after[0])
+                .bind(after[1])
+                .bind(page.limit + 1)
+                .bind(product.map_or("", |p| p.as_str())),
+        )
         .await?;
     let has_more = rows.len() as i64 > page.limit;
     let mut rows = rows;

@@ -275,12 +275,14 @@ pub async fn list_deliveries(
     account_id: i64,
     endpoint_id: &str,
 ) -> Result<WebhookDeliveryList> {
-    let mut conn = store.pool().acquire().await?;
-    let row = endpoint_row(&mut conn, account_id, endpoint_id).await?;
-    let deliveries = sqlx::query_as(DELIVERIES_SQL.get(store.backend()))
-        .bind(row)
-        .bind(DELIVERIES_SHOWN)
-        .fetch_all(&mut *conn)
+    let row = endpoint_row(&mut *store.pool().acquire().await?, account_id, endpoint_id).await?;
+    let deliveries = store
+        .db()
+        .page(
+            sqlx::query_as(DELIVERIES_SQL.get(store.backend()))
+                .bind(row)
+                .bind(DELIVERIES_SHOWN),
+        )
         .await?;
     Ok(WebhookDeliveryList { deliveries })
 }
