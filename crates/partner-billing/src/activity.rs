@@ -460,7 +460,8 @@ pub(crate) fn panel_lists(backend: Backend) -> Vec<(String, String, &'static str
             "one product's ledger",
             &LEDGER_OF_PRODUCT_LIST,
             "l",
-            "ledger_entries_account_plan_id (account_id=? AND plan_id=? AND id{op}?)",
+            // The ledger's id is its row id, which every index of the table ends with.
+            "ledger_entries_account_plan (account_id=? AND plan_id=? AND rowid{op}?)",
         ),
         (
             "licenses",

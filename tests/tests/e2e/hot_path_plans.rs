@@ -839,6 +839,12 @@ async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
         .expect("ledger rows");
     }
     let cookie = panel_cookie(&app, &large).await;
+    // The feed hands out an entry once every transaction older than its writer's has ended
+    // (other tests' too, on the same server): read before the statistics are reset.
+    let last_writer: i64 = sqlx::query_scalar("SELECT max(commit_xact) FROM ledger_entries")
+        .fetch_one(&mut admin)
+        .await
+        .expect("last writer");
     let database: String = sqlx::query_scalar("SELECT current_database()::text")
         .fetch_one(&mut admin)
         .await
@@ -862,6 +868,7 @@ async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
             .await
             .expect("plan cache mode");
             app = TestApp::reopen(app.close().await).await;
+            wait_for_transactions_before(&mut admin, last_writer).await;
             read_rare_and_large_lists(&app, &large, &cookie).await;
         }
     }
@@ -881,6 +888,25 @@ async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
         total < 6_000,
         "a filtered list stepped over the other rows (index, entries read): {read:?}"
     );
+}
+
+/// Waits until every transaction that began before `xact` ended, so that the ledger feed
+/// hands out what it wrote.
+async fn wait_for_transactions_before(admin: &mut sqlx::PgConnection, xact: i64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let settled: bool =
+            sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint > $1")
+                .bind(xact)
+                .fetch_one(&mut *admin)
+                .await
+                .expect("oldest transaction");
+        if settled {
+            return;
+        }
+        assert!(Instant::now() < deadline, "a transaction stayed open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The filtered lists of the rare and the large login and product, in the API and the panel.

@@ -85,7 +85,7 @@ async fn every_list_page_is_one_seek_to_its_cursor() {
         (
             "one product's ledger feed",
             sqlite(&super::LEDGER_OF_PRODUCT_SQL),
-            "ledger_entries_account_plan_id (account_id=? AND plan_id=? AND id>?)",
+            "ledger_entries_account_plan (account_id=? AND plan_id=? AND rowid>?)",
         ),
     ];
     for (name, sql, seek) in api_lists {
