@@ -909,6 +909,29 @@ async fn wait_for_transactions_before(admin: &mut sqlx::PgConnection, xact: i64)
     }
 }
 
+/// The first two pages of 4 of a list read with `filter`, the second from the first's cursor.
+async fn first_two_pages(
+    partner: &impl Fn(Method, &str) -> reqwest::RequestBuilder,
+    list: &str,
+    filter: &str,
+) -> (Value, Value) {
+    let first = json_of(
+        partner(Method::GET, &format!("{list}?{filter}&limit=4")),
+        200,
+    )
+    .await;
+    let cursor = first["nextCursor"].as_str().expect("a second page");
+    let second = json_of(
+        partner(
+            Method::GET,
+            &format!("{list}?{filter}&limit=4&cursor={cursor}"),
+        ),
+        200,
+    )
+    .await;
+    (first, second)
+}
+
 /// The filtered lists of the rare and the large login and product, in the API and the panel.
 async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str) {
     let partner = partner_request(app, large);
@@ -921,20 +944,7 @@ async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str
             (LICENSES, "login=bob&planSlug=pro", "licenses"),
             (LEDGER, "productSlug=basic", "entries"),
         ] {
-            let first = json_of(
-                partner(Method::GET, &format!("{list}?{filter}&limit=4")),
-                200,
-            )
-            .await;
-            let cursor = first["nextCursor"].as_str().expect("a second page");
-            let second = json_of(
-                partner(
-                    Method::GET,
-                    &format!("{list}?{filter}&limit=4&cursor={cursor}"),
-                ),
-                200,
-            )
-            .await;
+            let (first, second) = first_two_pages(&partner, list, filter).await;
             let found =
                 first[member].as_array().unwrap().len() + second[member].as_array().unwrap().len();
             // The ledger's product also has its credit's entry.
@@ -952,20 +962,7 @@ async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str
             (LICENSES, "planSlug=pro", "licenses"),
             (LEDGER, "productSlug=pro", "entries"),
         ] {
-            let first = json_of(
-                partner(Method::GET, &format!("{list}?{filter}&limit=4")),
-                200,
-            )
-            .await;
-            let cursor = first["nextCursor"].as_str().expect("a second page");
-            let second = json_of(
-                partner(
-                    Method::GET,
-                    &format!("{list}?{filter}&limit=4&cursor={cursor}"),
-                ),
-                200,
-            )
-            .await;
+            let (first, second) = first_two_pages(&partner, list, filter).await;
             for page in [first, second] {
                 assert_eq!(page[member].as_array().unwrap().len(), 4, "{filter}");
             }
