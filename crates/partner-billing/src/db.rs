@@ -240,11 +240,12 @@ impl Db {
     /// read in a read-only transaction that turns sorting off for itself (`SET LOCAL`, which
     /// also holds behind PgBouncer's transaction pooling), leaving the index that gives the
     /// order as the only plan without a sort; one more round trip per page (`BEGIN ...`; the
-    /// rollback that ends it is sent as the connection returns to the pool). The same transaction has the page planned once per connection and statement
-    /// (`plan_cache_mode = force_generic_plan`): left to choose, PostgreSQL saw that a plan
-    /// for the bound values beats the generic one (which cannot see the `LIMIT`) and planned
-    /// every page again, 0.3-0.4 ms of its time per page, more than the page's reading. SQLite
-    /// plans by rules and takes that index anyway.
+    /// rollback that ends it is sent as the connection returns to the pool). The same
+    /// transaction has the page planned once per connection and statement (`plan_cache_mode =
+    /// force_generic_plan`): left to choose, PostgreSQL saw that a plan for the bound values
+    /// beats the generic one (which cannot see the `LIMIT`) and planned every page again,
+    /// 0.3-0.4 ms of its time per page, more than the page's reading. SQLite plans by rules and
+    /// takes that index anyway.
     pub(crate) async fn page<'q, T>(
         &self,
         query: sqlx::query::QueryAs<'q, sqlx::Any, T, sqlx::any::AnyArguments>,

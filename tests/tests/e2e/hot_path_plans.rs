@@ -485,13 +485,19 @@ async fn panel_get(app: &TestApp, cookie: &str, path: &str) -> String {
 
 /// The "Older" link of a panel page (`rel="next"`), unescaped.
 fn older_link(body: &str) -> Option<String> {
-    let end = body.find("rel=\"next\"")?;
+    link(body, "next")
+}
+
+/// The link of a panel page to the page `rel` of it (`next`: older, `prev`: newer), unescaped.
+fn link(body: &str, rel: &str) -> Option<String> {
+    let end = body.find(&format!("rel=\"{rel}\""))?;
     let start = body[..end].rfind("href=\"")? + "href=\"".len();
     Some(
         body[start..end]
             .trim_end()
             .trim_end_matches('"')
-            .replace("&amp;", "&"),
+            .replace("&amp;", "&")
+            .replace("&#38;", "&"),
     )
 }
 
@@ -980,6 +986,33 @@ async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str
             assert_eq!(page.matches("<tr").count() as i64 - 1, rows, "{path}");
         }
     }
+    // Back from the large login's second page: its "Newer" page (read forwards from the
+    // cursor, then asked for an older one) is the first page again, row for row.
+    let first = panel_get(app, cookie, "/panel/licenses?login=alice").await;
+    // Bob, registered after alice, has licenses too: none of them is "newer" than hers.
+    assert_eq!(
+        link(&first, "prev"),
+        None,
+        "the first page has no newer one"
+    );
+    let older = older_link(&first).expect("an older page");
+    let second = panel_get(app, cookie, &older).await;
+    let newer = link(&second, "prev").expect("a newer page");
+    let again = panel_get(app, cookie, &newer).await;
+    let table = |body: &str| {
+        let start = body.find("<table").expect("a table");
+        body[start..start + body[start..].find("</table>").expect("its end")].to_owned()
+    };
+    assert_eq!(
+        table(&again),
+        table(&first),
+        "the newer page of the second is the first"
+    );
+    assert_ne!(
+        table(&second),
+        table(&first),
+        "the second page is another page"
+    );
 }
 
 /// The licenses of the rare login and of the rare plan.
