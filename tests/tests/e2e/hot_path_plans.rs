@@ -847,8 +847,8 @@ async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
     let cookie = panel_cookie(&app, &large).await;
     // The feed hands out an entry once every transaction older than its writer's has ended
     // (other tests' too, on the same server): read before the statistics are reset. Not
-    // `TestApp::ledger_feed_settled`, which counts the ledger's entries through an index and
-    // would add 40 000 entries read per call to what this test measures.
+    // `TestApp::ledger_feed_settled`, which counts the ledger's entries (by an index, when the
+    // planner picks one) and could add 40 000 entries read per call to what this test measures.
     let last_writer: i64 = sqlx::query_scalar("SELECT max(commit_xact) FROM ledger_entries")
         .fetch_one(&mut admin)
         .await
