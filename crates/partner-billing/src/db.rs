@@ -83,6 +83,16 @@ const fn acquire_timeout(backend: Backend) -> Duration {
     }
 }
 
+/// The settings (PostgreSQL, `SET LOCAL`) under which a transaction reads list pages in their
+/// index's order whatever the statistics say, each statement planned once per connection (see
+/// [`Db::page`]).
+macro_rules! pages_in_order {
+    () => {
+        "SET LOCAL enable_sort = off; SET LOCAL enable_incremental_sort = off; \
+         SET LOCAL plan_cache_mode = force_generic_plan"
+    };
+}
+
 /// The connection pool and which backend it talks to. Cheap to clone; every clone shares the
 /// same pool.
 #[derive(Debug, Clone)]
@@ -257,11 +267,7 @@ impl Db {
             Backend::Sqlite => Ok(query.fetch_all(&self.pool).await?),
             Backend::Postgres => {
                 let mut tx = self
-                    .begin_detached(Some(
-                        "BEGIN READ ONLY; SET LOCAL enable_sort = off; \
-                         SET LOCAL enable_incremental_sort = off; \
-                         SET LOCAL plan_cache_mode = force_generic_plan",
-                    ))
+                    .begin_detached(Some(concat!("BEGIN READ ONLY; ", pages_in_order!())))
                     .await?;
                 let rows = query.fetch_all(&mut *tx).await?;
                 // It wrote nothing: no `COMMIT` to wait for. Dropped, it ends by the rollback
@@ -366,6 +372,20 @@ impl Db {
         self.begin_detached(match self.backend {
             Backend::Sqlite => None,
             Backend::Postgres => Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+        })
+        .await
+    }
+
+    /// Begins a snapshot ([`Db::begin_snapshot`]) for a list read a page at a time, each page
+    /// read in its index's order whatever the planner's statistics say, as [`Db::page`] reads
+    /// one page: an export that must see one snapshot from its first chunk to its last.
+    pub async fn begin_snapshot_of_pages(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        self.begin_detached(match self.backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(concat!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ",
+                pages_in_order!()
+            )),
         })
         .await
     }

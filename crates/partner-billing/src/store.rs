@@ -172,6 +172,11 @@ impl Store {
         self.db.begin_snapshot().await
     }
 
+    /// Begins a snapshot for a list read a page at a time (see [`Db::begin_snapshot_of_pages`]).
+    pub async fn begin_snapshot_of_pages(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        self.db.begin_snapshot_of_pages().await
+    }
+
     /// Runs one write statement as every write must run (see [`Db::write_one`]).
     pub(crate) async fn write_one<'q>(
         &self,

@@ -20,7 +20,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use partner_billing::domain::ClientId;
+use partner_billing::domain::{ClientId, PlanSlug};
 use partner_billing::limits::{
     PANEL_LEDGER_PAGE_SIZE, PANEL_LICENSES_PAGE_SIZE, WEBHOOK_DELIVERIES_LISTED,
 };
@@ -784,7 +784,8 @@ async fn webhook_attempts_of_two_endpoints(
 /// A filtered list reads the filter's own index: a login (or a product) with a few licenses
 /// (ledger entries), on an account where another login (product) holds every other one, is
 /// found without stepping over the others, on custom and generic plans, first page and from a
-/// cursor, in the API and in the panel (whose pages also ask whether a newer page exists).
+/// cursor, in the API, in the panel (whose pages also ask whether a newer page exists) and in
+/// the operator's ledger export.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
     let Some(db) = Db::postgres() else {
@@ -890,8 +891,8 @@ async fn a_rare_logins_and_products_rows_are_read_by_their_own_index() {
     .await
     .expect("index reads");
     let total: i64 = read.iter().map(|(_, tuples)| tuples).sum();
-    // 112 API pages of at most 5 rows and 32 panel pages of at most 101 (and a probe each): a
-    // few thousand entries, not the account's 20 000 per page.
+    // 112 API pages of at most 5 rows, 32 panel pages of at most 101 (and a probe each) and 8
+    // exports of 7 entries: a few thousand entries, not the account's 20 000 per page.
     assert!(
         total < 6_000,
         "a filtered list stepped over the other rows (index, entries read): {read:?}"
@@ -975,6 +976,25 @@ async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str
                 assert_eq!(page[member].as_array().unwrap().len(), 4, "{filter}");
             }
         }
+        // The operator's export of the rare product (`admin quota ledger --product`), in
+        // chunks from one snapshot, oldest first.
+        let client_id = ClientId::parse("clientId", &large.client_id).unwrap();
+        let basic = PlanSlug::parse("product", "basic").unwrap();
+        let exported: Vec<_> = quota::ledger(&app.store, &client_id, Some(&basic))
+            .await
+            .expect("quota ledger")
+            .try_collect()
+            .await
+            .expect("ledger entries");
+        assert_eq!(
+            exported
+                .iter()
+                .filter(|entry| entry.product_slug == "basic")
+                .count() as i64,
+            RARE_ROWS + 1,
+            "the product's export: its credit and its entries, nothing else"
+        );
+        assert_eq!(exported.len() as i64, RARE_ROWS + 1, "only the product's");
         // The panel's pages, of the rare login and product and of the large ones (whose
         // first page, and the probe for a newer one, must not sort them all either).
         for (path, rows) in [

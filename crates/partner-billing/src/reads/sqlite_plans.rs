@@ -4,7 +4,7 @@
 //! is what every database of that schema does, whatever its size. A bound the seek does not
 //! take (SQLite takes only the first column of a row value: `(user_id, id) < (?, ?)` seeks to
 //! the user and then steps over all their licenses down to the cursor) makes a deep page cost
-//! what the pages before it did together. PostgreSQL, whose plans turn on statistics, is
+//! what the pages before it did together. The operator's ledger export, read in chunks, too. PostgreSQL, whose plans turn on statistics, is
 //! checked from outside by the e2e `hot_path_plans`.
 
 use crate::activity;
@@ -85,6 +85,16 @@ async fn every_list_page_is_one_seek_to_its_cursor() {
         (
             "one product's ledger feed",
             sqlite(&super::LEDGER_OF_PRODUCT_SQL),
+            "ledger_entries_account_plan (account_id=? AND plan_id=? AND rowid>?)",
+        ),
+        (
+            "the operator's ledger export",
+            sqlite(&crate::quota::LEDGER_CHUNK_SQL),
+            "ledger_entries_account_id (account_id=? AND id>?)",
+        ),
+        (
+            "the operator's ledger export of one product",
+            sqlite(&crate::quota::LEDGER_OF_PLAN_CHUNK_SQL),
             "ledger_entries_account_plan (account_id=? AND plan_id=? AND rowid>?)",
         ),
     ];
