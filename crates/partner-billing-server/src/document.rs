@@ -278,7 +278,6 @@ fn string_length(schema: &str, property: &str) -> Option<Length> {
             Length(limits::PASSWORD_MIN_CHARS, limits::PASSWORD_MAX_CHARS)
         }
         (_, "url") => Length(0, limits::WEBHOOK_URL_MAX_CHARS),
-        ("AuditEntryList", "nextCursor") => Length(1, limits::AUDIT_CURSOR_MAX_CHARS),
         (_, "cursor" | "nextCursor") => Length(1, limits::CURSOR_MAX_CHARS),
         ("LedgerEntryRecord", "reference") => Length(0, limits::LEDGER_REFERENCE_MAX_CHARS),
         // A code as it was sent: anything the request could hold.

@@ -8,56 +8,75 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-
 use crate::accounts::account_id_of;
 use crate::activity::{self, Keyed, PanelPage};
 use crate::db::dialect::{self, PerBackend};
 use crate::domain::{ClientId, InvalidField};
 use crate::error::Result;
 use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
-use crate::reads::cursor::List;
+use crate::reads::cursor::{self, Filter, List};
 use crate::store::Store;
 use crate::wire::{AuditEntry, AuditEntryList};
 
 /// Where a page starts: just older than the last entry of the previous page, by its sort key
-/// (`created_utc`, `id`). Opaque to callers.
+/// (`created_utc`, `id`). Its cursor is sealed as every list's (`reads::cursor`): to the
+/// account (the operator's log: to the client id it was read for, or none) and to the
+/// operator's `since`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cursor {
+struct Position {
     created_utc: i64,
     id: i64,
 }
 
-/// With two 20-digit numbers, base64 of it fits [`crate::limits::AUDIT_CURSOR_MAX_CHARS`].
-const CURSOR_PREFIX: &str = "audit:";
+impl Position {
+    /// Before every entry: the first page.
+    const START: Self = Self {
+        created_utc: i64::MAX,
+        id: i64::MAX,
+    };
+}
 
-impl Cursor {
-    /// Reads a `nextCursor` of an earlier page; anything else is `400` naming `cursor`.
-    pub fn parse(text: &str) -> std::result::Result<Self, InvalidField> {
-        let invalid = || InvalidField::new("cursor", "is not a cursor of this list");
-        let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
-        let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-        let (created, id) = text
-            .strip_prefix(CURSOR_PREFIX)
-            .and_then(|rest| rest.split_once(':'))
-            .ok_or_else(invalid)?;
-        Ok(Self {
-            created_utc: created.parse().map_err(|_| invalid())?,
-            id: id.parse().map_err(|_| invalid())?,
+/// Whose trail a page reads, and so what its cursors are sealed to.
+#[derive(Clone, Copy)]
+struct Trail<'a> {
+    list: List,
+    /// The account, or 0 for the operator's log of every account.
+    account_id: i64,
+    filter: Filter<'a>,
+}
+
+impl Trail<'_> {
+    /// The position a cursor of this trail carries; any other text is `400` naming `cursor`.
+    fn position(&self, store: &Store, cursor: Option<&str>) -> Result<Position> {
+        let Some(cursor) = cursor else {
+            return Ok(Position::START);
+        };
+        let key = cursor::decode(store, self.account_id, self.list, self.filter, 2, cursor)?;
+        Ok(Position {
+            created_utc: key[0],
+            id: key[1],
         })
     }
 
-    fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{}:{}", self.created_utc, self.id))
-    }
-
-    /// Before every entry: the first page.
-    fn start() -> Self {
-        Self {
-            created_utc: i64::MAX,
-            id: i64::MAX,
-        }
+    /// The page of `rows` (read past a position, one more than `limit` to tell whether a next
+    /// page exists), with the cursor of the next one.
+    fn page(&self, store: &Store, mut rows: Vec<EntryRow>, limit: i64) -> Result<AuditPage> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let next_cursor = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last()
+                .map(|row| {
+                    let key = [row.created_utc, row.id];
+                    cursor::encode(store, self.account_id, self.list, self.filter, &key)
+                })
+                .transpose()?
+        } else {
+            None
+        };
+        Ok(AuditPage {
+            entries: rows.into_iter().map(EntryRow::into_entry).collect(),
+            next_cursor,
+        })
     }
 }
 
@@ -152,27 +171,6 @@ static OPERATOR_ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
     )
 });
 
-/// Rows past `cursor`, one more than `limit` to tell whether a next page exists.
-fn into_page(mut rows: Vec<EntryRow>, limit: i64) -> AuditPage {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let next_cursor = if rows.len() > limit {
-        rows.truncate(limit);
-        rows.last().map(|row| {
-            Cursor {
-                created_utc: row.created_utc,
-                id: row.id,
-            }
-            .encode()
-        })
-    } else {
-        None
-    };
-    AuditPage {
-        entries: rows.into_iter().map(EntryRow::into_entry).collect(),
-        next_cursor,
-    }
-}
-
 /// A page of one account's trail, newest first. The account comes from the caller's
 /// credentials, never from the cursor: no cursor reaches another account's entries.
 pub async fn account_page(
@@ -182,10 +180,12 @@ pub async fn account_page(
     cursor: Option<&str>,
 ) -> Result<AuditPage> {
     let limit = parse_limit(limit)?;
-    let after = cursor
-        .map(Cursor::parse)
-        .transpose()?
-        .unwrap_or_else(Cursor::start);
+    let trail = Trail {
+        list: List::Activity,
+        account_id,
+        filter: &[],
+    };
+    let after = trail.position(store, cursor)?;
     let rows = store
         .db()
         .page(
@@ -196,7 +196,7 @@ pub async fn account_page(
                 .bind(limit + 1),
         )
         .await?;
-    Ok(into_page(rows, limit))
+    trail.page(store, rows, limit)
 }
 
 /// The account's trail in the panel, newest first, from the (account, time, id) index.
@@ -243,14 +243,20 @@ pub async fn operator_log(
     cursor: Option<&str>,
 ) -> Result<AuditPage> {
     let limit = parse_limit(limit)?;
-    let after = cursor
-        .map(Cursor::parse)
-        .transpose()?
-        .unwrap_or_else(Cursor::start);
+    let account_id = match client_id {
+        Some(client_id) => Some(account_id_of(store, client_id).await?),
+        None => None,
+    };
+    let since_filter = since.map(|since| since.to_string()).unwrap_or_default();
+    let trail = Trail {
+        list: List::OperatorLog,
+        account_id: account_id.unwrap_or(0),
+        filter: &[&since_filter],
+    };
+    let after = trail.position(store, cursor)?;
     let since = since.unwrap_or(i64::MIN);
-    let rows = match client_id {
-        Some(client_id) => {
-            let account_id = account_id_of(store, client_id).await?;
+    let rows = match account_id {
+        Some(account_id) => {
             store
                 .db()
                 .page(
@@ -280,26 +286,5 @@ pub async fn operator_log(
                 .await?
         }
     };
-    Ok(into_page(rows, limit))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Cursor;
-
-    #[test]
-    fn a_cursor_reads_back_and_garbage_is_refused() {
-        let cursor = Cursor {
-            created_utc: 1_700_000_000,
-            id: 42,
-        };
-        assert_eq!(Cursor::parse(&cursor.encode()).ok(), Some(cursor));
-        assert!(Cursor::parse("not a cursor").is_err());
-        assert!(Cursor::parse("").is_err());
-        let longest = Cursor {
-            created_utc: i64::MIN,
-            id: i64::MIN,
-        };
-        assert!(longest.encode().len() <= crate::limits::AUDIT_CURSOR_MAX_CHARS);
-    }
+    trail.page(store, rows, limit)
 }

@@ -89,8 +89,6 @@ pub const AUDIT_DETAIL_TEXT_MAX_CHARS: usize = 200;
 pub const AUDIT_ACTOR_MAX_CHARS: usize = "operator_token:".len() + AUDIT_DETAIL_TEXT_MAX_CHARS + 1;
 /// An entry's `sourceAddress`: an IPv6 address in text at most.
 pub const AUDIT_SOURCE_ADDRESS_MAX_CHARS: usize = 45;
-/// The trail's opaque cursor: base64 of a prefix and two 20-digit numbers.
-pub const AUDIT_CURSOR_MAX_CHARS: usize = 64;
 
 // Abuse limits (docs/design.md § Abuse limits), shared by every replica.
 

@@ -16,6 +16,7 @@ both_databases!(
     refused_input_changes_nothing_and_leaves_no_entry,
     activity_pages_by_keyset_without_repeats_or_gaps,
     the_operators_log_pages_by_keyset_without_repeats_or_gaps,
+    a_trail_cursor_is_read_only_as_it_was_given,
     the_activity_page_links_older_and_newer_pages_by_cursor,
     the_trail_refuses_update_and_delete,
     licenses_add_no_entry
@@ -214,6 +215,126 @@ async fn the_operators_log_pages_by_keyset_without_repeats_or_gaps(db: Db) {
             }
         }
         assert_eq!(paged, all, "{client:?}: every entry once, in order");
+    }
+    app.stop().await;
+}
+
+/// Every text that differs from `cursor` in one character (another base64url character).
+fn altered_by_one_character(cursor: &str) -> Vec<String> {
+    (0..cursor.len())
+        .map(|at| {
+            let mut bytes = cursor.as_bytes().to_vec();
+            bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+            String::from_utf8(bytes).unwrap()
+        })
+        .collect()
+}
+
+/// The trail's cursors are sealed as every list's: one altered by a character, another
+/// account's, another list's, or the operator's taken under another filter, is `400` on
+/// `cursor` (the operator's `admin audit log`: a refusal naming it), and nothing is read.
+async fn a_trail_cursor_is_read_only_as_it_was_given(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let (r, other) = (app.reseller().await, app.reseller().await);
+    app.plan("pro").await;
+    for reseller in [&r, &other, &r, &other, &r] {
+        app.credit(reseller, "pro", 1).await;
+    }
+    let token = app.session(&r.client_id, &r.password).await;
+    let other_token = app.session(&other.client_id, &other.password).await;
+    let (status, first) = activity(&app, &token, "?limit=1").await;
+    assert_eq!(status, 200, "{first}");
+    let cursor = first["nextCursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let (status, second) = activity(&app, &token, &format!("?limit=1&cursor={cursor}")).await;
+    assert_eq!(status, 200, "{second}");
+    assert_ne!(second["entries"], first["entries"], "the next page");
+    let refused = |what: &str, (status, body): (u16, Value)| {
+        assert_eq!(status, 400, "{what}: {body}");
+        assert_eq!(body["code"], "Request.ValidationFailed", "{what}: {body}");
+        assert_eq!(body["field"], "cursor", "{what}: {body}");
+    };
+    for altered in altered_by_one_character(&cursor) {
+        refused(
+            &format!("altered {altered}"),
+            activity(&app, &token, &format!("?limit=1&cursor={altered}")).await,
+        );
+    }
+    refused(
+        "another account's",
+        activity(&app, &other_token, &format!("?limit=1&cursor={cursor}")).await,
+    );
+    // The ledger feed's cursor, never null: another list's.
+    let ledger = app
+        .partner(reqwest::Method::GET, "/v1/billing/partner/ledger", &r)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let ledger_cursor = ledger["nextCursor"].as_str().expect("the feed's cursor");
+    refused(
+        "the ledger's",
+        activity(&app, &token, &format!("?cursor={ledger_cursor}")).await,
+    );
+
+    // The operator's log: its cursor holds under the client id and the `since` it was read with.
+    let client_id = ClientId::parse("clientId", &r.client_id).unwrap();
+    let other_id = ClientId::parse("clientId", &other.client_id).unwrap();
+    let log = |client: Option<&ClientId>, since: Option<i64>, cursor: Option<&str>| {
+        let (store, client, cursor) = (
+            app.store.clone(),
+            client.cloned(),
+            cursor.map(str::to_owned),
+        );
+        async move {
+            audit_log::operator_log(&store, client.as_ref(), since, Some(1), cursor.as_deref())
+                .await
+        }
+    };
+    for client in [Some(&client_id), None] {
+        let page = log(client, Some(0), None).await.expect("first page");
+        let cursor = page.next_cursor.expect("a next page");
+        let next = log(client, Some(0), Some(&cursor))
+            .await
+            .expect("next page");
+        assert_ne!(next.entries, page.entries, "{client:?}: the next page");
+        let mut elsewhere: Vec<(String, Option<&ClientId>, Option<i64>, String)> = vec![
+            ("another since".into(), client, Some(1), cursor.clone()),
+            ("no since".into(), client, None, cursor.clone()),
+            (
+                "another client".into(),
+                Some(client.map_or(&client_id, |_| &other_id)),
+                Some(0),
+                cursor.clone(),
+            ),
+            (
+                "the activity API's".into(),
+                client,
+                Some(0),
+                second["nextCursor"]
+                    .as_str()
+                    .expect("a third page")
+                    .to_owned(),
+            ),
+        ];
+        elsewhere.extend(
+            altered_by_one_character(&cursor)
+                .into_iter()
+                .map(|altered| (format!("altered {altered}"), client, Some(0), altered)),
+        );
+        for (what, client, since, cursor) in elsewhere {
+            let error = log(client, since, Some(&cursor))
+                .await
+                .expect_err(&format!("{what}: refused"));
+            assert!(
+                matches!(&error, partner_billing::Error::Validation(invalid) if invalid.field == "cursor"),
+                "{what}: {error:?}"
+            );
+        }
     }
     app.stop().await;
 }

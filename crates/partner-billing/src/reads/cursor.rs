@@ -22,6 +22,10 @@ pub(crate) enum List {
     PanelLicenses,
     PanelPromoBatches,
     PanelActivity,
+    /// The account's audit trail (the activity API).
+    Activity,
+    /// The operator's log (`admin audit log`).
+    OperatorLog,
 }
 
 impl List {
@@ -34,6 +38,8 @@ impl List {
             Self::PanelLicenses => "plic",
             Self::PanelPromoBatches => "ppb",
             Self::PanelActivity => "pact",
+            Self::Activity => "act",
+            Self::OperatorLog => "olog",
         }
     }
 }
