@@ -347,20 +347,40 @@ impl Db {
         }
     }
 
-    /// As [`write_one`](Self::write_one), for a write that may be skipped rather than wait
-    /// (bookkeeping such as a key's last use): on SQLite it runs only when this process's write
-    /// turn is free now, and answers `None` when it is not.
-    pub async fn write_one_if_free<'q>(
+    /// As [`write_one`](Self::write_one), for bookkeeping a request should not wait for (a
+    /// key's last use, a session's touch): on SQLite it runs now when this process's write
+    /// turn is free, and otherwise waits for the turn in a task of its own, off the request's
+    /// way; while one write of `key` (what it writes: a key's row, say) waits, another is
+    /// dropped, so a burst of requests queues one write, not one each. On PostgreSQL it runs
+    /// now. Skipped rather than queued, a key used once while another write held the turn (a
+    /// rolled key's last use, checked before revoking it) was never recorded.
+    pub(crate) async fn write_one_soon(
         &self,
-        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
-    ) -> Result<Option<sqlx::any::AnyQueryResult>> {
+        key: String,
+        statement: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<()> {
         let Some(turns) = &self.write_turns else {
-            return Ok(Some(statement.execute(&self.pool).await?));
+            statement.execute(&self.pool).await?;
+            return Ok(());
         };
-        let Some(turn) = turns.try_take() else {
-            return Ok(None);
-        };
-        Ok(Some(self.execute_in_turn(turn, statement).await?))
+        if let Some(turn) = turns.try_take() {
+            self.execute_in_turn(turn, statement).await?;
+            return Ok(());
+        }
+        if !turns.start_waiting(&key) {
+            return Ok(());
+        }
+        let db = self.clone();
+        tokio::spawn(async move {
+            let written = db.write_one(statement).await;
+            if let Some(turns) = &db.write_turns {
+                turns.stop_waiting(&key);
+            }
+            if let Err(error) = written {
+                tracing::warn!(%error, "a bookkeeping write failed");
+            }
+        });
+        Ok(())
     }
 
     /// Begins a read-only transaction whose reads all see the database as of its first one, for

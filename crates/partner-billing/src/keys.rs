@@ -443,10 +443,11 @@ pub(crate) async fn record_use(
         .bind(now)
         .bind(row_id)
         .bind(now - LAST_USED_GRANULARITY_SECONDS);
-    // Bookkeeping, not worth a wait: skipped while another write holds SQLite's turn (the next
-    // use within the minute tries again).
-    store.write_one_if_free(statement).await?;
-    Ok(())
+    // Bookkeeping, not worth a wait: written off the request's way while another write holds
+    // SQLite's turn.
+    store
+        .write_one_soon(format!("{credential:?}:{row_id}"), statement)
+        .await
 }
 
 /// The operator's view: every key of an account, by client id.

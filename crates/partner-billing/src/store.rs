@@ -185,13 +185,14 @@ impl Store {
         self.db.write_one(statement).await
     }
 
-    /// Runs one write statement that may be skipped rather than wait (see
-    /// [`Db::write_one_if_free`]).
-    pub(crate) async fn write_one_if_free<'q>(
+    /// Runs one bookkeeping write off the request's way when it would wait (see
+    /// [`Db::write_one_soon`]).
+    pub(crate) async fn write_one_soon(
         &self,
-        statement: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
-    ) -> Result<Option<sqlx::any::AnyQueryResult>> {
-        self.db.write_one_if_free(statement).await
+        key: String,
+        statement: sqlx::query::Query<'static, sqlx::Any, sqlx::any::AnyArguments>,
+    ) -> Result<()> {
+        self.db.write_one_soon(key, statement).await
     }
 
     /// Moves the SQLite WAL into the database and truncates it (see [`Db::checkpoint`]).

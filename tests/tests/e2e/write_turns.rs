@@ -7,8 +7,8 @@
 //! connection, the batch could not get one for its next read, and every request stalled until
 //! the busy timeout (30 s), answered 500 ("database is locked") and 503. Here a promo batch is
 //! held inside its write while requests with never-used keys (each writes its `last_used_utc`)
-//! and a plain read arrive: the read is answered while the batch is still held, and everything
-//! completes once it is released.
+//! and a plain read arrive: the read and the keys' first uses are answered while the batch is
+//! still held, everything completes once it is released, and every key then shows its use.
 
 use std::time::{Duration, Instant};
 
@@ -93,12 +93,37 @@ async fn a_write_held_open_leaves_connections_for_reads(db: Db) {
         .expect("a read is served while a write is held open")
         .unwrap();
     assert_eq!(read.status(), 200);
+    // The fresh keys' first uses too: their last use is not waited for.
+    for first in firsts {
+        let answered = tokio::time::timeout(Duration::from_secs(10), first)
+            .await
+            .expect("a first use is answered while a write is held open");
+        assert_eq!(answered.unwrap().unwrap().status(), 200);
+    }
     assert_eq!(hold.arrived(), 1, "the batch is still held");
 
     hold.release();
     assert_eq!(batch.await.unwrap().unwrap().status(), 200);
-    for first in firsts {
-        assert_eq!(first.await.unwrap().unwrap().status(), 200);
+    // Nor is it dropped: each fresh key shows its use once the batch's write is done (it
+    // waited for the turn off the request's way). Before, a use while the turn was taken was
+    // skipped, and a key used once (a rolled key's last call) showed none.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let unused: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM api_keys WHERE account_id = $1 AND last_used_utc IS NULL",
+        )
+        .bind(account_id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+        if unused == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{unused} used keys show no last use"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     app.stop().await;
 }

@@ -177,10 +177,10 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
     }
     .ok_or(Error::Unauthorized)?;
     if now - seen >= SESSION_TOUCH_GRANULARITY_SECONDS {
-        // Skipped while another write holds SQLite's turn: the next request tries again, long
-        // before the idle limit.
+        // Written off the request's way while another write holds SQLite's turn.
         store
-            .write_one_if_free(
+            .write_one_soon(
+                format!("session:{}", token.hash()),
                 sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
                     .bind(now)
                     .bind(token.hash()),

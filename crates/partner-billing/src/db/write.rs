@@ -16,9 +16,10 @@
 //! the readers still on older pages (reads take milliseconds; new readers go on meanwhile,
 //! from the database file), and makes the next write start the WAL from its beginning.
 
+use std::collections::HashSet;
 use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
@@ -44,6 +45,9 @@ pub(crate) const WAL_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
 pub(crate) struct WriteTurns {
     turns: Arc<Semaphore>,
     wal: Option<Arc<Wal>>,
+    /// The bookkeeping writes waiting for a turn off their request's way, by what they write
+    /// (see [`crate::db::Db::write_one_soon`]): one waits per key.
+    waiting: Arc<Mutex<HashSet<String>>>,
 }
 
 /// What a write needs to keep the WAL bounded: its file, and the pool to checkpoint through.
@@ -67,7 +71,24 @@ impl WriteTurns {
         Self {
             turns: Arc::new(Semaphore::new(1)),
             wal,
+            waiting: Arc::default(),
         }
+    }
+
+    /// Marks a write of `key` as waiting for a turn; `false` if one already waits.
+    pub(crate) fn start_waiting(&self, key: &str) -> bool {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned())
+    }
+
+    /// The write of `key` no longer waits (it ran, or failed).
+    pub(crate) fn stop_waiting(&self, key: &str) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     /// Waits for the turn, up to [`WRITE_TURN_TIMEOUT`]; past it, a retryable 503.
