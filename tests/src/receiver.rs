@@ -55,6 +55,8 @@ impl Received {
 struct Shared {
     received: Arc<Mutex<Vec<Received>>>,
     status: Arc<AtomicU16>,
+    /// Whether answers wait (each request is recorded first).
+    held: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// A running receiver; stops on drop.
@@ -78,6 +80,7 @@ async fn receive(req: &Request, body: Body, shared: Data<&Shared>) -> Response {
             headers: req.headers().clone(),
             body,
         });
+    let _ = shared.held.subscribe().wait_for(|held| !held).await;
     let status = shared.status.load(Ordering::SeqCst);
     let mut response = Response::builder().status(StatusCode::from_u16(status).expect("status"));
     if (300..400).contains(&status) {
@@ -131,6 +134,17 @@ impl Receiver {
     /// The status every following request is answered with.
     pub fn respond_with(&self, status: u16) {
         self.shared.status.store(status, Ordering::SeqCst);
+    }
+
+    /// Holds every answer (a receiver slow to answer) until [`Receiver::release_answers`];
+    /// each request is recorded as it arrives.
+    pub fn hold_answers(&self) {
+        self.shared.held.send_replace(true);
+    }
+
+    /// Answers every held request, and the later ones at once.
+    pub fn release_answers(&self) {
+        self.shared.held.send_replace(false);
     }
 
     /// Everything received so far, in arrival order.

@@ -15,7 +15,7 @@ use partner_billing::store::Store;
 
 use crate::metrics::{DeliveryOutcome, Metrics};
 use partner_billing::webhook_signature;
-use partner_billing::webhooks::outbox::{self, AttemptOutcome, DueMessage};
+use partner_billing::webhooks::outbox::{self, Attempt, AttemptOutcome, DueMessage};
 use partner_billing::webhooks::ssrf;
 
 /// How often an idle worker looks for due messages (retries come due without a wake-up).
@@ -34,7 +34,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const RECORD_BATCH: usize = 64;
 
 /// A finished attempt on its way to be recorded, holding its send slot until then.
-type Finished = (DueMessage, AttemptOutcome, OwnedSemaphorePermit);
+type Finished = (DueMessage, Attempt, OwnedSemaphorePermit);
 
 /// Runs until aborted (at shutdown). An abort mid-send leaves the message leased; another
 /// worker sends it again when the lease runs out.
@@ -66,10 +66,15 @@ pub(crate) async fn run(store: Store, metrics: Metrics) {
             let finished = finished.clone();
             let metrics = metrics.clone();
             tokio::spawn(async move {
-                let outcome = send(&store, &message).await;
+                let attempted_utc = store.now_utc();
+                let outcome = send(&store, &message, attempted_utc).await;
                 log_outcome(&message, &outcome);
                 metrics.record_webhook_delivery(delivery_outcome(&store, &message, &outcome));
-                let _ = finished.send((message, outcome, permit));
+                let attempt = Attempt {
+                    attempted_utc,
+                    outcome,
+                };
+                let _ = finished.send((message, attempt, permit));
             });
         }
         if found {
@@ -119,8 +124,7 @@ async fn record(store: Store, mut to_record: mpsc::UnboundedReceiver<Finished>) 
                 Err(_) => break,
             }
         }
-        let attempts: Vec<(&DueMessage, &AttemptOutcome)> =
-            batch.iter().map(|(m, o, _)| (m, o)).collect();
+        let attempts: Vec<(&DueMessage, &Attempt)> = batch.iter().map(|(m, a, _)| (m, a)).collect();
         if let Err(err) = outbox::record_attempts(&store, &attempts).await {
             // The leases run out and the messages are sent again: at least once.
             tracing::warn!(attempts = batch.len(), error = %err, "could not record webhook attempts");
@@ -181,7 +185,8 @@ fn shared_client() -> Option<&'static reqwest::Client> {
         .as_ref()
 }
 
-async fn send(store: &Store, message: &DueMessage) -> AttemptOutcome {
+/// Sends `message`, signed as an attempt made at `timestamp` (Unix seconds).
+async fn send(store: &Store, message: &DueMessage, timestamp: i64) -> AttemptOutcome {
     let checked = match ssrf::check_url(&message.url, store.webhook_settings().allow_insecure).await
     {
         Ok(checked) => checked,
@@ -201,7 +206,6 @@ async fn send(store: &Store, message: &DueMessage) -> AttemptOutcome {
     let Some(client) = client else {
         return AttemptOutcome::NoAnswer("HTTP client unavailable".to_owned());
     };
-    let timestamp = store.now_utc();
     let signature = webhook_signature::sign(
         &message.signing_key,
         &message.event_id,

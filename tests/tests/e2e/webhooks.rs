@@ -23,6 +23,7 @@ both_databases!(
     endpoints_of_another_account_are_not_found,
     non_public_and_malformed_urls_are_refused,
     a_license_event_is_signed_in_the_standard_webhooks_format,
+    an_attempt_is_listed_at_the_time_it_was_signed,
     refused_requests_and_unsubscribed_types_send_nothing,
     every_write_path_sends_its_event,
     balance_low_fires_once_per_crossing,
@@ -401,6 +402,39 @@ async fn a_license_event_is_signed_in_the_standard_webhooks_format(db: Db) {
         .unwrap()
         .status();
     assert_eq!(status, 202);
+}
+
+/// A delivery's `attemptedUtc` is when the attempt was made, the `webhook-timestamp` it was
+/// signed with, however long the receiver took to answer (here: the clock moved 100 s while
+/// the receiver held its answer).
+async fn an_attempt_is_listed_at_the_time_it_was_signed(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &["webhook.test"]).await;
+    receiver.hold_answers();
+    panel
+        .test_webhook_endpoint(&endpoint.webhook_endpoint_id)
+        .await
+        .unwrap();
+    let received = receiver.wait_for(1).await;
+    let signed_at: i64 = received[0].header("webhook-timestamp").parse().unwrap();
+    app.store.clock().advance(100);
+    receiver.release_answers();
+    let deliveries = eventually("the attempt recorded", || async {
+        let d = panel
+            .webhook_deliveries(&endpoint.webhook_endpoint_id)
+            .await
+            .unwrap()
+            .deliveries;
+        (!d.is_empty()).then_some(d)
+    })
+    .await;
+    assert_eq!(deliveries.len(), 1);
+    assert_eq!(deliveries[0].status_code, Some(204));
+    assert_eq!(
+        deliveries[0].attempted_utc, signed_at,
+        "the attempt's time is the one it was signed with"
+    );
 }
 
 async fn refused_requests_and_unsubscribed_types_send_nothing(db: Db) {

@@ -50,6 +50,14 @@ impl fmt::Debug for DueMessage {
     }
 }
 
+/// One attempt to deliver a message: when it was made (the `webhook-timestamp` it was signed
+/// with, and the delivery's `attemptedUtc`) and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub attempted_utc: i64,
+    pub outcome: AttemptOutcome,
+}
+
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptOutcome {
@@ -119,11 +127,9 @@ pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
 /// Records attempts and settles their messages, in one transaction (the worker batches what
 /// finished together: one commit instead of one per attempt): a 2xx is delivered; `410 Gone`
 /// fails it and disables the endpoint at once; anything else (redirects included) is retried
-/// after the schedule's next delay, or failed when the schedule is used up.
-pub async fn record_attempts(
-    store: &Store,
-    attempts: &[(&DueMessage, &AttemptOutcome)],
-) -> Result<()> {
+/// the schedule's next delay after the attempt ended (now), or failed when the schedule is
+/// used up.
+pub async fn record_attempts(store: &Store, attempts: &[(&DueMessage, &Attempt)]) -> Result<()> {
     if attempts.is_empty() {
         return Ok(());
     }
@@ -131,8 +137,8 @@ pub async fn record_attempts(
     let backoff = &store.webhook_settings().backoff;
     let mut tx = store.begin_write().await?;
     let mut gone_events = Vec::new();
-    for (message, outcome) in attempts {
-        let (status_code, error) = match outcome {
+    for (message, attempt) in attempts {
+        let (status_code, error) = match &attempt.outcome {
             AttemptOutcome::Answered(status) => (Some(i64::from(*status)), None),
             AttemptOutcome::NoAnswer(reason) => (None, Some(reason.as_str())),
         };
@@ -160,7 +166,7 @@ pub async fn record_attempts(
         .bind(message.attempt)
         .bind(status_code)
         .bind(error)
-        .bind(now)
+        .bind(attempt.attempted_utc)
         .bind(next_attempt_utc)
         .execute(&mut *tx)
         .await?;
