@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use poem::http::Method;
-use poem::{Endpoint, Response};
+use poem::{Endpoint, EndpointExt, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -400,9 +400,10 @@ async fn count_promo_codes(metrics: &Metrics, response: Response) -> Response {
     Response::from_parts(parts, poem::Body::from(bytes))
 }
 
-/// The app of the metrics listener: `GET /metrics` and nothing else.
+/// The app of the metrics listener: `GET /metrics` and nothing else; every answer carries its
+/// request id (`X-Request-Id`), as the API's do.
 pub fn endpoint(metrics: Metrics, store: Store) -> impl Endpoint {
-    poem::Route::new().at(
+    let scrape = poem::Route::new().at(
         "/metrics",
         poem::get(poem::endpoint::make(move |_| {
             let (metrics, store) = (metrics.clone(), store.clone());
@@ -417,5 +418,10 @@ pub fn endpoint(metrics: Metrics, store: Store) -> impl Endpoint {
                     .body(metrics.render(&store))
             }
         })),
-    )
+    );
+    scrape.around(|scrape, request| async move {
+        let id = crate::request_id::of(&request);
+        let response = scrape.get_response(request).await;
+        Ok(crate::request_id::finish(response, &id).await)
+    })
 }

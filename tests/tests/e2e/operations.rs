@@ -275,6 +275,26 @@ async fn request_ids_are_echoed_logged_and_in_problems(db: Db) {
     let echoed = response.headers()["x-request-id"].to_str().unwrap();
     assert!(uuid::Uuid::parse_str(echoed).is_ok());
     assert_eq!(response.content_length(), Some(0));
+
+    // On the metrics listener too: the scrape, and a path it does not serve.
+    let metrics_base = app.metrics_url.trim_end_matches("/metrics");
+    for (url, status) in [
+        (app.metrics_url.clone(), 200),
+        (format!("{metrics_base}/no-such"), 404),
+    ] {
+        let response = app
+            .http
+            .get(&url)
+            .header("X-Request-Id", "ops-scrape-01")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{url}");
+        assert_eq!(response.headers()["x-request-id"], "ops-scrape-01", "{url}");
+        let response = app.http.get(&url).send().await.unwrap();
+        let echoed = response.headers()["x-request-id"].to_str().unwrap();
+        assert!(uuid::Uuid::parse_str(echoed).is_ok(), "{url}: {echoed}");
+    }
     app.stop().await;
 }
 
