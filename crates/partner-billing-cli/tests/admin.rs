@@ -406,6 +406,23 @@ fn corrections_and_the_audit_log_through_the_binary() {
     assert_eq!(log["entries"][0]["details"]["units"], -900);
     let limited = cli.json(&["audit", "log", "--limit", "1"]);
     assert_eq!(limited["entries"].as_array().unwrap().len(), 1);
+    // Its cursor reads the next page (no master key here); altered by a character, or used
+    // under another `--since`, it is refused.
+    let cursor = limited["nextCursor"].as_str().expect("a next page");
+    let next = cli.json(&["audit", "log", "--limit", "1", "--cursor", cursor]);
+    assert_eq!(next["entries"].as_array().unwrap().len(), 1);
+    assert_ne!(next["entries"], limited["entries"]);
+    let mut altered = cursor.as_bytes().to_vec();
+    altered[0] = if altered[0] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    assert_one_line_error(
+        &cli.run(&["audit", "log", "--limit", "1", "--cursor", &altered]),
+        "cursor",
+    );
+    assert_one_line_error(
+        &cli.run(&["audit", "log", "--since", "0", "--cursor", cursor]),
+        "cursor",
+    );
     let far_future = cli.json(&["audit", "log", "--since", "99999999999"]);
     assert_eq!(far_future["entries"], serde_json::json!([]));
     let text = cli.run(&["audit", "log"]);
