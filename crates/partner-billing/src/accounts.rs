@@ -6,7 +6,7 @@ mod session;
 
 pub use session::{
     PanelAccount, authenticate_session, change_password, create_session, end_session,
-    purge_expired_sessions,
+    open_for_session, purge_expired_sessions, seal_for_session,
 };
 
 use serde::Serialize;

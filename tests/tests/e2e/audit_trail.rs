@@ -317,7 +317,7 @@ async fn html_panel_changes_are_in_the_trail_and_on_the_activity_page(db: Db) {
         &[("csrf", &csrf), ("name", "from the form")],
     )
     .await;
-    assert_eq!(created.status, 200, "{}", created.body);
+    assert_eq!(created.status, 303, "{}", created.body);
     let revoked = post(
         &app,
         &format!("/panel/api-keys/{}/revoke", r.api_key_id),

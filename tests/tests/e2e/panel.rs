@@ -65,6 +65,34 @@ pub(crate) async fn post(app: &TestApp, path: &str, cookie: &str, form: &[(&str,
     read(response).await
 }
 
+/// The page a form's `303` leads to, fetched as a browser would: with the session and the
+/// `pb_flash` cookie the answer set (the message the page shows once). The page drops that
+/// cookie in its answer; fetched again without it, it shows the message no more.
+pub(crate) async fn follow(app: &TestApp, answer: &Page, cookie: &str) -> Page {
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let location = answer.headers[LOCATION].to_str().unwrap();
+    let flash = answer
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("pb_flash="))
+        .expect("a flash cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/panel", "Max-Age=60"] {
+        assert!(flash.contains(attribute), "{flash}");
+    }
+    let flash = flash.split(';').next().unwrap();
+    let page = get(app, location, &format!("{cookie}; {flash}")).await;
+    let dropped = page
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.starts_with("pb_flash=;") && v.contains("Max-Age=0"));
+    assert!(dropped, "the page drops the flash cookie");
+    page
+}
+
 /// Signs in through the form; returns the `Cookie` header value.
 pub(crate) async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> String {
     let page = post(
@@ -82,6 +110,15 @@ pub(crate) async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> S
     }
     assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
     cookie.split(';').next().unwrap().to_owned()
+}
+
+/// The column headers of `table#id`, in order.
+fn column_headers(page: &Page, id: &str) -> Vec<String> {
+    let head = between(&page.body, &format!("<table id=\"{id}\">"), "</thead>").expect(id);
+    head.split("<th scope=\"col\">")
+        .skip(1)
+        .map(|cell| cell.split("</th>").next().unwrap_or_default().to_owned())
+        .collect()
 }
 
 pub(crate) fn between<'a>(body: &'a str, start: &str, end: &str) -> Option<&'a str> {
@@ -235,8 +272,10 @@ async fn key_life_cycle_with_the_secret_shown_once(db: Db) {
         &[("csrf", &csrf(&keys)), ("name", "web shop")],
     )
     .await;
-    assert_eq!(created.status, 200, "{}", created.body);
+    // Post/Redirect/Get: the page after the form shows the secret.
     assert_security_headers(&created);
+    let created = follow(&app, &created, &cookie).await;
+    assert_eq!(created.status, 200, "{}", created.body);
     let secret = between(&created.body, "<code id=\"new-secret\">", "</code>")
         .expect("the secret, once")
         .to_owned();
@@ -338,6 +377,14 @@ async fn forged_and_cross_site_forms_change_nothing(db: Db) {
             let page = read(request.send().await.unwrap()).await;
             assert_eq!(page.status, 403, "{what} on {path}");
             assert_security_headers(&page);
+            // A form of this session without its token: the page keeps "Sign out".
+            if what == "no token" || what == "wrong token" {
+                assert!(
+                    page.body.contains("action=\"/panel/logout\""),
+                    "{what} on {path}: {}",
+                    page.body
+                );
+            }
         }
     }
     // Nothing changed: one active key, still working, and the session still open.
@@ -443,8 +490,60 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
         assert!(!csv.body.contains(&code.code), "never a code");
     }
 
+    // The contract's columns, and "Void" a button that asks first.
+    assert_eq!(
+        column_headers(&batches, "promo-batches"),
+        [
+            "Batch",
+            "Product",
+            "Codes",
+            "Redeemed",
+            "Created",
+            "Recoverable until",
+            "Voided"
+        ]
+    );
+    let void_form = format!(
+        "<form class=\"inline\" method=\"get\" action=\"/panel/promo-batches/{}/void\">",
+        batch.batch_id
+    );
+    let void_button = between(&batches.body, &void_form, "</form>").expect("a Void form");
+    assert!(void_button.contains(">Void</button>"), "{void_button}");
+    let confirm = get(
+        &app,
+        &format!("/panel/promo-batches/{}/void?", batch.batch_id),
+        &cookie,
+    )
+    .await;
+    assert_eq!(confirm.status, 200);
+    assert!(
+        confirm.body.contains("Void promo batch?"),
+        "{}",
+        confirm.body
+    );
+
     let licenses = get(&app, "/panel/licenses?login=alice", &cookie).await;
     assert!(licenses.body.contains("<table id=\"licenses\">"));
+    assert_eq!(
+        column_headers(&licenses, "licenses"),
+        [
+            "License", "Login", "Product", "Created", "Starts", "Expires", "Revoked"
+        ]
+    );
+    // Every page links the panel's icon, which is served (no request for `/favicon.ico`).
+    let login = get(&app, "/panel/login", "").await;
+    for page in [&batches, &licenses, &login] {
+        assert!(
+            page.body
+                .contains("<link rel=\"icon\" href=\"/panel/assets/favicon.svg\""),
+            "{}",
+            page.body
+        );
+    }
+    let icon = get(&app, "/panel/assets/favicon.svg", "").await;
+    assert_eq!(icon.status, 200);
+    assert_eq!(icon.headers["content-type"], "image/svg+xml");
+    assert!(icon.body.starts_with("<svg"));
     assert!(licenses.body.contains("<td>alice</td>"));
     let nobody = get(&app, "/panel/licenses?login=bob", &cookie).await;
     assert!(nobody.body.contains("No licenses for this login"));
@@ -625,8 +724,9 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
         &[("csrf", &csrf(&keys)), ("expires_in", "3600")],
     )
     .await;
-    assert_eq!(rolled.status, 200, "{}", rolled.body);
     assert_security_headers(&rolled);
+    let rolled = follow(&app, &rolled, &cookie).await;
+    assert_eq!(rolled.status, 200, "{}", rolled.body);
     let secret = between(&rolled.body, "<code id=\"new-secret\">", "</code>")
         .expect("the new secret, once")
         .to_owned();

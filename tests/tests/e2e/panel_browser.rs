@@ -210,7 +210,41 @@ async fn panel_in_a_real_browser(db: Db) {
     let secret = browser.text("code#new-secret").await;
     assert!(secret.starts_with("rss_"), "{secret}");
     let key_id = browser.text("#new-key-id").await;
-    // Following the link again (and the back button's reload) never shows it.
+    let keys_listed = browser
+        .client
+        .find_all(Locator::Css("table#api-keys tbody tr"))
+        .await
+        .unwrap()
+        .len();
+    // A reload shows it no more, and creates no other key (the form is not sent again).
+    browser.client.refresh().await.unwrap();
+    assert_eq!(browser.path().await, "/panel/api-keys");
+    assert!(!browser.source().await.contains(&secret));
+    assert!(
+        browser
+            .client
+            .find(Locator::Css("code#new-secret"))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        browser
+            .client
+            .find_all(Locator::Css("table#api-keys tbody tr"))
+            .await
+            .unwrap()
+            .len(),
+        keys_listed,
+        "a reload created no key"
+    );
+    // Nor does the back button, nor following the link again.
+    browser.client.back().await.unwrap();
+    assert!(!browser.source().await.contains(&secret));
+    browser
+        .client
+        .goto(&app.url("/panel/api-keys"))
+        .await
+        .unwrap();
     browser.click("a[href='/panel/api-keys']").await;
     assert!(!browser.source().await.contains(&secret));
     assert!(
@@ -334,6 +368,22 @@ async fn panel_screenshots() {
         .click("form[action='/panel/webhooks'] button[type=submit]")
         .await;
     shot("webhooks-new-secret.png").await;
+    let signing_secret = browser.text("code#new-secret").await;
+    assert!(signing_secret.starts_with("whsec_"), "{signing_secret}");
+    // A reload shows it no more and adds no second endpoint.
+    browser.client.refresh().await.unwrap();
+    assert_eq!(browser.path().await, "/panel/webhooks");
+    assert!(!browser.source().await.contains(&signing_secret));
+    assert_eq!(
+        browser
+            .client
+            .find_all(Locator::Css("form[action$='/test']"))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "one endpoint"
+    );
     browser
         .click("form[action$='/test'] button[type=submit]")
         .await;

@@ -71,6 +71,7 @@ async fn every_signed_in_route_redirects_without_a_session_and_refuses_forged_fo
         ],
     )
     .await;
+    let added = crate::panel::follow(&app, &added, &cookie).await;
     assert_eq!(added.status, 200, "{}", added.body);
     let endpoint_id = between(&added.body, "<code id=\"new-endpoint-id\">", "</code>")
         .unwrap()

@@ -4,7 +4,7 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::{Data, Path};
-use poem::{Response, handler};
+use poem::{Request, Response, handler};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -13,6 +13,7 @@ use partner_billing::keys;
 use partner_billing::limits::{KEY_NAME_MAX_CHARS, ROLL_GRACE_MAX_SECONDS};
 use partner_billing::wire::{ApiKeyInfo, CreatedApiKey};
 
+use super::flash::{self, Flash, Taken};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -42,7 +43,7 @@ impl From<ApiKeyInfo> for KeyRow {
     }
 }
 
-/// The secret of a key just created: in this one response and nowhere else.
+/// The secret of a key just created: on the one page after its form, and nowhere else.
 struct NewSecret {
     client_id: String,
     api_key_id: String,
@@ -97,27 +98,40 @@ async fn render_page(
     )
 }
 
-/// The page answering "Create key" or "Roll": the new key's secret, in this response only.
-async fn show_new_key(state: &AppState, who: SignedIn, created: CreatedApiKey) -> Response {
-    let new_secret = NewSecret {
+/// The answer to "Create key" or "Roll" that made `created`: a `303` to the page, which shows
+/// the new key's secret once (see `flash`).
+fn show_new_key(
+    req: &Request,
+    state: &AppState,
+    who: &SignedIn,
+    created: CreatedApiKey,
+) -> Response {
+    let flash = Flash::NewApiKey {
         client_id: created.client_id,
         api_key_id: created.api_key_id,
         secret: created.secret,
     };
-    render_page(
-        state,
-        who,
-        StatusCode::OK,
-        Some(new_secret),
-        String::new(),
-        None,
-    )
-    .await
+    flash::see_other(req, state, who, "/panel/api-keys", &flash)
 }
 
+/// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once.
 #[handler]
-pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
-    render_page(&state, who, StatusCode::OK, None, String::new(), None).await
+pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
+    let taken = Taken::from(req, &state, &who);
+    let new_secret = match &taken.flash {
+        Some(Flash::NewApiKey {
+            client_id,
+            api_key_id,
+            secret,
+        }) => Some(NewSecret {
+            client_id: client_id.clone(),
+            api_key_id: api_key_id.clone(),
+            secret: secret.clone(),
+        }),
+        _ => None,
+    };
+    let response = render_page(&state, who, StatusCode::OK, new_secret, String::new(), None).await;
+    taken.finish(req, response)
 }
 
 #[derive(Deserialize)]
@@ -126,17 +140,18 @@ pub struct CreateForm {
     name: String,
 }
 
-/// `POST /panel/api-keys`: "Create key". The page answering it shows the secret once; it is
-/// `no-store`, and a reload never shows that secret again.
+/// `POST /panel/api-keys`: "Create key". Answered by a `303` to the page, which shows the
+/// secret once; a reload never sends the form again nor shows that secret again.
 #[handler]
 pub async fn create(
+    req: &Request,
     SignedInForm { who, form }: SignedInForm<CreateForm>,
     state: Data<&AppState>,
 ) -> Response {
     let name = form.name.trim().to_owned();
     let requested = (!name.is_empty()).then_some(name.as_str());
     match keys::create_api_key(&state.store, who.account.account_id, requested, &who.origin).await {
-        Ok(created) => show_new_key(&state, who, created).await,
+        Ok(created) => show_new_key(req, &state, &who, created),
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active. Revoke one you no longer use, then create a new one.",
@@ -202,9 +217,11 @@ pub struct RollForm {
 }
 
 /// `POST /panel/api-keys/{apiKeyId}/roll`: "Roll". A new key with the old one's name, its
-/// secret shown once in this answer; the old key works until the chosen grace period ends.
+/// secret shown once on the page the answer's `303` leads to; the old key works until the
+/// chosen grace period ends.
 #[handler]
 pub async fn roll(
+    req: &Request,
     SignedInForm { who, form }: SignedInForm<RollForm>,
     state: Data<&AppState>,
     Path(api_key_id): Path<String>,
@@ -235,7 +252,7 @@ pub async fn roll(
     )
     .await
     {
-        Ok(created) => show_new_key(&state, who, created).await,
+        Ok(created) => show_new_key(req, &state, &who, created),
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active: revoke one you no longer use before rolling.",

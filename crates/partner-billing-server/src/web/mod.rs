@@ -10,6 +10,7 @@ mod api_keys;
 mod assets;
 mod cookies;
 mod csrf;
+mod flash;
 mod layout;
 mod ledger;
 mod licenses;

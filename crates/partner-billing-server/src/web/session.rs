@@ -83,7 +83,13 @@ impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedInForm<T> {
         };
         let valid = presented.is_some_and(|(_, token)| csrf::token_matches(&who.token, &token));
         if !valid {
-            return Err(refuse(forbidden()));
+            // Signed in: the page keeps its "Sign out" button.
+            return Err(refuse(layout::signed_in_message(
+                &who,
+                StatusCode::FORBIDDEN,
+                REFUSED_TITLE,
+                REFUSED_MESSAGE,
+            )));
         }
         let Form(form) =
             Form::<T>::from_request(req, &mut RequestBody::new(Body::from_vec(bytes))).await?;
@@ -91,12 +97,11 @@ impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedInForm<T> {
     }
 }
 
+const REFUSED_TITLE: &str = "Request refused";
+const REFUSED_MESSAGE: &str = "This form did not come from the panel, or its page is too old. \
+     Nothing was changed. Go back, reload the page and try again.";
+
 /// The 403 for a forged or cross-site form.
 pub fn forbidden() -> Response {
-    layout::message_page(
-        StatusCode::FORBIDDEN,
-        "Request refused",
-        "This form did not come from the panel, or its page is too old. Nothing was changed. \
-         Go back, reload the page and try again.",
-    )
+    layout::message_page(StatusCode::FORBIDDEN, REFUSED_TITLE, REFUSED_MESSAGE)
 }

@@ -4,7 +4,7 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::{Data, Path};
-use poem::{Response, handler};
+use poem::{Request, Response, handler};
 
 use serde::de::IgnoredAny;
 
@@ -15,6 +15,7 @@ use partner_billing::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, WEBHOOK_EVENT_TYPES, WebhookEndpoint,
 };
 
+use super::flash::{self, Flash, Taken};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -63,7 +64,7 @@ struct EventChoice {
     checked: bool,
 }
 
-/// The secret of an endpoint just added: in this one response and nowhere else.
+/// The secret of an endpoint just added: on the one page after its form, and nowhere else.
 struct NewSecret {
     webhook_endpoint_id: String,
     secret: String,
@@ -161,24 +162,47 @@ async fn render_page(
     )
 }
 
+/// `GET /panel/webhooks`; after "Add endpoint" with its signing secret, once, and after "Send
+/// test event" with its notice (see `flash`).
 #[handler]
-pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
-    render_page(
+pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
+    let taken = Taken::from(req, &state, &who);
+    let (new_secret, notice) = match &taken.flash {
+        Some(Flash::NewWebhookEndpoint {
+            webhook_endpoint_id,
+            secret,
+        }) => (
+            Some(NewSecret {
+                webhook_endpoint_id: webhook_endpoint_id.clone(),
+                secret: secret.clone(),
+            }),
+            None,
+        ),
+        Some(Flash::WebhookTestSent) => (None, Some(TEST_SENT)),
+        _ => (None, None),
+    };
+    let response = render_page(
         &state,
         who,
         StatusCode::OK,
-        None,
+        new_secret,
         AddForm::default(),
-        None,
+        notice,
         None,
     )
-    .await
+    .await;
+    taken.finish(req, response)
 }
 
-/// `POST /panel/webhooks`: "Add endpoint". The form's fields are read as pairs because each
-/// checked event type repeats the `event_types` name.
+/// The notice after "Send test event".
+const TEST_SENT: &str = "A webhook.test event is on its way.";
+
+/// `POST /panel/webhooks`: "Add endpoint", answered by a `303` to the page, which shows the
+/// signing secret once. The form's fields are read as pairs because each checked event type
+/// repeats the `event_types` name.
 #[handler]
 pub async fn create(
+    req: &Request,
     SignedInForm { who, form: fields }: SignedInForm<Vec<(String, String)>>,
     state: Data<&AppState>,
 ) -> Response {
@@ -216,20 +240,11 @@ pub async fn create(
                 secret,
                 ..
             }) => {
-                let new_secret = NewSecret {
+                let flash = Flash::NewWebhookEndpoint {
                     webhook_endpoint_id,
                     secret,
                 };
-                return render_page(
-                    &state,
-                    who,
-                    StatusCode::OK,
-                    Some(new_secret),
-                    AddForm::default(),
-                    None,
-                    None,
-                )
-                .await;
+                return flash::see_other(req, &state, &who, "/panel/webhooks", &flash);
             }
             Err(Error::WebhookEndpointLimitReached) => refused(
                 StatusCode::CONFLICT,
@@ -256,16 +271,25 @@ pub async fn create(
     render_page(&state, who, status, None, form, None, error).await
 }
 
-/// `POST /panel/webhooks/{webhookEndpointId}/test`: "Send test event".
+/// `POST /panel/webhooks/{webhookEndpointId}/test`: "Send test event", answered by a `303` to
+/// the page with its notice (a reload sends no second event).
 #[handler]
 pub async fn test(
+    req: &Request,
     SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
     Path(endpoint_id): Path<String>,
 ) -> Response {
-    let outcome =
-        webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await;
-    after_action(&state, who, outcome, "A webhook.test event is on its way.").await
+    match webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await {
+        Ok(()) => flash::see_other(
+            req,
+            &state,
+            &who,
+            "/panel/webhooks",
+            &Flash::WebhookTestSent,
+        ),
+        outcome => after_action(&state, who, outcome).await,
+    }
 }
 
 /// `POST /panel/webhooks/{webhookEndpointId}/delete`: "Delete"; nothing more is sent to it.
@@ -284,25 +308,29 @@ pub async fn delete(
     .await
     {
         Ok(()) => layout::see_other("/panel/webhooks"),
-        outcome => after_action(&state, who, outcome, "").await,
+        outcome => after_action(&state, who, outcome).await,
     }
 }
 
-/// The page after "Send test event" or a refused "Delete".
+/// The page after a refused "Send test event" or "Delete".
 async fn after_action(
     state: &AppState,
     who: SignedIn,
     outcome: partner_billing::Result<()>,
-    notice: &'static str,
 ) -> Response {
-    let (status, notice, error) = match outcome {
-        Ok(()) => (StatusCode::OK, Some(notice), None),
-        Err(Error::WebhookEndpointNotFound) => (
-            StatusCode::NOT_FOUND,
-            None,
-            Some("That endpoint does not exist.".to_owned()),
-        ),
+    let error = match outcome {
+        Ok(()) => return layout::see_other("/panel/webhooks"),
+        Err(Error::WebhookEndpointNotFound) => "That endpoint does not exist.".to_owned(),
         Err(err) => return layout::failure_for(&who, err),
     };
-    render_page(state, who, status, None, AddForm::default(), notice, error).await
+    render_page(
+        state,
+        who,
+        StatusCode::NOT_FOUND,
+        None,
+        AddForm::default(),
+        None,
+        Some(error),
+    )
+    .await
 }

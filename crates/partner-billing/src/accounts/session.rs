@@ -259,3 +259,35 @@ pub async fn purge_expired_sessions(store: &Store) -> Result<u64> {
         .await?;
     Ok(result.rows_affected())
 }
+
+/// What [`seal_for_session`] binds a sealed message to: the purpose and the session (by its
+/// token's hash).
+fn session_context(token: &Secret) -> Vec<u8> {
+    format!("panel-flash|{}", token.hash()).into_bytes()
+}
+
+/// `message` sealed for the browser of the session `token` (XChaCha20-Poly1305 under the
+/// master key, bound to that session), as base64url: the panel hands a new secret to the page
+/// after its form this way, in a cookie that only that session's next request can open.
+pub fn seal_for_session(store: &Store, token: &Secret, message: &[u8]) -> Result<String> {
+    use base64::Engine;
+    let sealed = store
+        .master_key()?
+        .seal(message, &session_context(token))
+        .map_err(|_| Error::Internal("sealing a panel message failed".to_owned()))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed))
+}
+
+/// The message [`seal_for_session`] sealed for the session `token`; `None` for anything else
+/// (another session's, altered, not base64url).
+pub fn open_for_session(store: &Store, token: &Secret, sealed: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(sealed.as_bytes())
+        .ok()?;
+    store
+        .master_key()
+        .ok()?
+        .open(&bytes, &session_context(token))
+        .ok()
+}
