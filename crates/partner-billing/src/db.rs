@@ -353,7 +353,9 @@ impl Db {
     /// way; while one write of `key` (what it writes: a key's row, say) waits, another is
     /// dropped, so a burst of requests queues one write, not one each. On PostgreSQL it runs
     /// now. Skipped rather than queued, a key used once while another write held the turn (a
-    /// rolled key's last use, checked before revoking it) was never recorded.
+    /// rolled key's last use, checked before revoking it) was never recorded. A queued write
+    /// that fails (its turn not given within the turn's timeout, the store closed at shutdown
+    /// before it ran) is logged, not retried: the next use writes it.
     pub(crate) async fn write_one_soon(
         &self,
         key: String,
@@ -370,12 +372,12 @@ impl Db {
         if !turns.start_waiting(&key) {
             return Ok(());
         }
+        let waiting = write::Waiting::new(turns.clone(), key);
         let db = self.clone();
         tokio::spawn(async move {
             let written = db.write_one(statement).await;
-            if let Some(turns) = &db.write_turns {
-                turns.stop_waiting(&key);
-            }
+            // No longer waiting, however the task ends (a panic, the runtime's shutdown).
+            drop(waiting);
             if let Err(error) = written {
                 tracing::warn!(%error, "a bookkeeping write failed");
             }

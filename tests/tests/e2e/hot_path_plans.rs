@@ -976,7 +976,7 @@ async fn read_rare_and_large_lists(app: &TestApp, large: &Reseller, cookie: &str
                 assert_eq!(page[member].as_array().unwrap().len(), 4, "{filter}");
             }
         }
-        // The operator's export of the rare product (`admin quota ledger --product`), in
+        // The operator's export of the rare product (`admin quota ledger --plan`), in
         // chunks from one snapshot, oldest first.
         let client_id = ClientId::parse("clientId", &large.client_id).unwrap();
         let basic = PlanSlug::parse("product", "basic").unwrap();

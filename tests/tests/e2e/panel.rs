@@ -18,7 +18,8 @@ both_databases!(
     every_page_renders_with_its_table_or_empty_state,
     sign_out_ends_the_session_at_once,
     settings_password_change_ends_other_sessions,
-    roll_shows_the_new_secret_once_and_the_old_key_expires
+    roll_shows_the_new_secret_once_and_the_old_key_expires,
+    a_new_secret_opens_on_its_page_in_its_session_within_its_minute
 );
 
 /// A client that does not follow redirects, so that 303s can be checked.
@@ -760,4 +761,72 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
         row.contains("expired") && !row.contains(">Roll</button>"),
         "{row}"
     );
+}
+
+/// The cookie that carries a new key's secret to the page after "Create key" opens on that
+/// page only, in the session that made the key only, and for a minute only: another page
+/// leaves it for its own, another session's page shows nothing (and drops it), and the same
+/// cookie sent again after its minute shows nothing.
+async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let other_session = sign_in(&app, &r.client_id, &r.password).await;
+    let keys = get(&app, "/panel/api-keys", &cookie).await;
+    let created = post(
+        &app,
+        "/panel/api-keys",
+        &cookie,
+        &[("csrf", &csrf(&keys)), ("name", "flash")],
+    )
+    .await;
+    assert_eq!(created.status, 303, "{}", created.body);
+    let flash = created
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("pb_flash="))
+        .expect("a flash cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let drops = |page: &Page| {
+        page.headers
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.starts_with("pb_flash=;"))
+    };
+    // Another page: nothing shown, the cookie left for its own page.
+    let webhooks = get(&app, "/panel/webhooks", &format!("{cookie}; {flash}")).await;
+    assert_eq!(webhooks.status, 200);
+    assert!(!webhooks.body.contains("new-secret"));
+    assert!(!drops(&webhooks), "left for the keys page");
+    // Another session of the same account: nothing shown, the cookie dropped.
+    let stranger = get(
+        &app,
+        "/panel/api-keys",
+        &format!("{other_session}; {flash}"),
+    )
+    .await;
+    assert_eq!(stranger.status, 200);
+    assert!(!stranger.body.contains("new-secret"));
+    assert!(drops(&stranger));
+    // Its own page and session: the secret, once.
+    let shown = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
+    assert!(
+        shown.body.contains("<code id=\"new-secret\">rss_"),
+        "{}",
+        shown.body
+    );
+    assert!(drops(&shown));
+    // The same cookie kept and sent again past its minute: nothing.
+    app.store.clock().advance(61);
+    let replayed = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
+    assert_eq!(replayed.status, 200);
+    assert!(!replayed.body.contains("new-secret"), "{}", replayed.body);
+    assert!(drops(&replayed));
+    app.stop().await;
 }

@@ -111,13 +111,13 @@ fn show_new_key(
         api_key_id: created.api_key_id,
         secret: created.secret,
     };
-    flash::see_other(req, state, who, "/panel/api-keys", &flash)
+    flash::see_other(req, state, who, flash)
 }
 
 /// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once.
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let taken = Taken::from(req, &state, &who);
+    let taken = Taken::from(req, &state, &who, "/panel/api-keys");
     let new_secret = match &taken.flash {
         Some(Flash::NewApiKey {
             client_id,

@@ -13,8 +13,8 @@ pub const SESSION_COOKIE: &str = "pb_session";
 /// The cookie carrying a message for the page after a form (see `flash`).
 pub const FLASH_COOKIE: &str = "pb_flash";
 
-/// How long a flash cookie lives: the redirect after its form is followed at once.
-const FLASH_MAX_AGE_SECONDS: u32 = 60;
+/// How long a flash cookie lives in the browser (the server opens it for as long).
+const FLASH_MAX_AGE_SECONDS: i64 = super::flash::FLASH_LIFETIME_SECONDS;
 
 /// The value of the request's cookie `name`, if any.
 fn cookie<'r>(req: &'r Request, name: &str) -> Option<&'r str> {

@@ -3,11 +3,15 @@
 //!
 //! A form that makes something answers `303 See Other` to its page (Post/Redirect/Get), with
 //! the message in the cookie `pb_flash`: sealed under the master key and bound to the session
-//! (`accounts::seal_for_session`), for 60 seconds. The page shows it and drops the cookie in
-//! the same answer. So a reload (of a page reached by GET) never sends the form again, never
-//! makes a second key, and never shows the secret again; the back button neither (every panel
-//! page is `no-store`, so it is fetched again, without the cookie). A cookie rather than the
-//! server's memory: the page may be served by another replica than the form.
+//! (`accounts::seal_for_session`), with the time it was made; it opens for
+//! [`FLASH_LIFETIME_SECONDS`] only, on its own page only. The page shows it and drops the
+//! cookie in the same answer (a page that fails keeps it, for the reload). So a reload (of a
+//! page reached by GET) never sends the form again, never makes a second key, and never shows
+//! the secret again; the back button neither (every panel page is `no-store`, so it is fetched
+//! again, without the cookie). A cookie rather than the server's memory: the page may be served
+//! by another replica than the form. Within its minute, a copy of the cookie together with the
+//! session's own cookie would open it again: it is `HttpOnly` and `SameSite=Strict`, like the
+//! session's.
 
 use poem::{Request, Response};
 use serde::{Deserialize, Serialize};
@@ -17,6 +21,16 @@ use partner_billing::accounts;
 use super::session::SignedIn;
 use super::{cookies, layout};
 use crate::AppState;
+
+/// How long after its form a flash opens: the browser follows the `303` at once.
+pub const FLASH_LIFETIME_SECONDS: i64 = 60;
+
+/// A flash as sealed: the message and when it was made.
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    made_utc: i64,
+    flash: Flash,
+}
 
 /// A message for the page after a form. No `Debug`: it holds secrets.
 #[derive(Serialize, Deserialize)]
@@ -37,17 +51,26 @@ pub enum Flash {
     WebhookTestSent,
 }
 
+impl Flash {
+    /// The page that shows it.
+    fn page(&self) -> &'static str {
+        match self {
+            Self::NewApiKey { .. } => "/panel/api-keys",
+            Self::NewWebhookEndpoint { .. } | Self::WebhookTestSent => "/panel/webhooks",
+        }
+    }
+}
+
 /// The `303` to `location` carrying `flash` to that page. Should sealing fail (no master key,
 /// which a server always has), the page shows the failure: the key exists, and the reseller
 /// rolls it to get a secret.
-pub fn see_other(
-    req: &Request,
-    state: &AppState,
-    who: &SignedIn,
-    location: &'static str,
-    flash: &Flash,
-) -> Response {
-    let sealed = serde_json::to_vec(flash)
+pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) -> Response {
+    let location = flash.page();
+    let sealed = Sealed {
+        made_utc: state.store.now_utc(),
+        flash,
+    };
+    let sealed = serde_json::to_vec(&sealed)
         .map_err(|e| partner_billing::Error::Internal(format!("a panel message: {e}")))
         .and_then(|message| accounts::seal_for_session(&state.store, &who.token, &message));
     match sealed {
@@ -60,31 +83,52 @@ pub fn see_other(
     }
 }
 
-/// The flash the request carries for this session, if any, and whether there was a cookie to
-/// drop: pass the page's answer through [`Taken::finish`].
+/// The flash the request carries for this page and session, if any, and whether its cookie is
+/// to be dropped: pass the page's answer through [`Taken::finish`].
 pub struct Taken {
     pub flash: Option<Flash>,
-    present: bool,
+    /// The cookie held this page's flash, or one that no longer opens (another session's,
+    /// altered, past its minute): dropped once the page is shown. Another page's flash stays
+    /// for that page.
+    drop_cookie: bool,
 }
 
 impl Taken {
-    /// Reads (and opens) the request's flash cookie; one of another session, altered or expired
-    /// opens to nothing.
-    pub fn from(req: &Request, state: &AppState, who: &SignedIn) -> Self {
-        let sealed = cookies::flash(req);
-        let flash = sealed
-            .and_then(|sealed| accounts::open_for_session(&state.store, &who.token, sealed))
-            .and_then(|message| serde_json::from_slice(&message).ok());
-        Self {
-            flash,
-            present: sealed.is_some(),
+    /// Reads (and opens) the request's flash cookie for the page `page` (its path).
+    pub fn from(req: &Request, state: &AppState, who: &SignedIn, page: &str) -> Self {
+        let Some(cookie) = cookies::flash(req) else {
+            return Self {
+                flash: None,
+                drop_cookie: false,
+            };
+        };
+        let opened = accounts::open_for_session(&state.store, &who.token, cookie)
+            .and_then(|message| serde_json::from_slice::<Sealed>(&message).ok())
+            .filter(|sealed| {
+                let age = state.store.now_utc() - sealed.made_utc;
+                (0..=FLASH_LIFETIME_SECONDS).contains(&age)
+            });
+        match opened {
+            Some(sealed) if sealed.flash.page() != page => Self {
+                flash: None,
+                drop_cookie: false,
+            },
+            Some(sealed) => Self {
+                flash: Some(sealed.flash),
+                drop_cookie: true,
+            },
+            None => Self {
+                flash: None,
+                drop_cookie: true,
+            },
         }
     }
 
-    /// The page's answer, dropping the cookie in the browser when there was one: the message is
-    /// shown once.
+    /// The page's answer, dropping the cookie in the browser when it held this page's message
+    /// and the page showed it (a failed page keeps it for the reload), or held nothing usable.
     pub fn finish(self, req: &Request, mut response: Response) -> Response {
-        if self.present {
+        let shown = response.status().is_success();
+        if self.drop_cookie && (shown || self.flash.is_none()) {
             layout::set_cookie(&mut response, &cookies::clear_flash(req));
         }
         response

@@ -166,7 +166,7 @@ async fn render_page(
 /// test event" with its notice (see `flash`).
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let taken = Taken::from(req, &state, &who);
+    let taken = Taken::from(req, &state, &who, "/panel/webhooks");
     let (new_secret, notice) = match &taken.flash {
         Some(Flash::NewWebhookEndpoint {
             webhook_endpoint_id,
@@ -244,7 +244,7 @@ pub async fn create(
                     webhook_endpoint_id,
                     secret,
                 };
-                return flash::see_other(req, &state, &who, "/panel/webhooks", &flash);
+                return flash::see_other(req, &state, &who, flash);
             }
             Err(Error::WebhookEndpointLimitReached) => refused(
                 StatusCode::CONFLICT,
@@ -281,13 +281,7 @@ pub async fn test(
     Path(endpoint_id): Path<String>,
 ) -> Response {
     match webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await {
-        Ok(()) => flash::see_other(
-            req,
-            &state,
-            &who,
-            "/panel/webhooks",
-            &Flash::WebhookTestSent,
-        ),
+        Ok(()) => flash::see_other(req, &state, &who, Flash::WebhookTestSent),
         outcome => after_action(&state, who, outcome).await,
     }
 }

@@ -181,9 +181,12 @@ pub async fn authenticate_session(store: &Store, token: &Secret) -> Result<Panel
         store
             .write_one_soon(
                 format!("session:{}", token.hash()),
-                sqlx::query("UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2")
-                    .bind(now)
-                    .bind(token.hash()),
+                sqlx::query(
+                    "UPDATE panel_sessions SET last_seen_utc = $1 WHERE token_hash = $2 \
+                     AND (last_seen_utc IS NULL OR last_seen_utc < $1)",
+                )
+                .bind(now)
+                .bind(token.hash()),
             )
             .await?;
     }

@@ -83,14 +83,6 @@ impl WriteTurns {
             .insert(key.to_owned())
     }
 
-    /// The write of `key` no longer waits (it ran, or failed).
-    pub(crate) fn stop_waiting(&self, key: &str) {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-    }
-
     /// Waits for the turn, up to [`WRITE_TURN_TIMEOUT`]; past it, a retryable 503.
     pub(crate) async fn take(&self) -> Result<WriteTurn> {
         let permit = Arc::clone(&self.turns).acquire_owned();
@@ -115,6 +107,29 @@ impl WriteTurns {
                 _permit: permit,
                 wal: self.wal.clone(),
             })
+    }
+}
+
+/// A write of one key waiting for its turn (see [`WriteTurns::start_waiting`]): no longer
+/// waiting once dropped, however its task ends.
+pub(crate) struct Waiting {
+    turns: WriteTurns,
+    key: String,
+}
+
+impl Waiting {
+    pub(crate) fn new(turns: WriteTurns, key: String) -> Self {
+        Self { turns, key }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.turns
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.key);
     }
 }
 

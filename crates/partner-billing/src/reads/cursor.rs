@@ -1,6 +1,7 @@
 //! Opaque keyset cursors: the last item's sort key, which list it belongs to, and a MAC under
 //! the master key that binds both to the account and to the list's filter (a login, a product:
-//! the values the page was read with). A cursor that does not decode, was altered, belongs to
+//! the values the page was read with); the operator's log, read where there may be no master
+//! key, a SHA-256 digest of the same. A cursor that does not decode, was altered, belongs to
 //! another list, another account or another filter is `Request.ValidationFailed` on `cursor`;
 //! and whatever a cursor says, every query is still bound to the caller's own account.
 
