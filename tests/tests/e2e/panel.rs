@@ -541,6 +541,18 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
             page.body
         );
     }
+    // A path the panel does not have: the panel's own page (and icon), not plain text.
+    let missing = get(&app, "/panel/no-such-page", &cookie).await;
+    assert_eq!(missing.status, 404);
+    assert_security_headers(&missing);
+    assert!(
+        missing.body.contains("Page not found")
+            && missing
+                .body
+                .contains("<link rel=\"icon\" href=\"/panel/assets/favicon.svg\""),
+        "{}",
+        missing.body
+    );
     let icon = get(&app, "/panel/assets/favicon.svg", "").await;
     assert_eq!(icon.status, 200);
     assert_eq!(icon.headers["content-type"], "image/svg+xml");

@@ -24,7 +24,7 @@ mod webhooks;
 
 use std::collections::BTreeMap;
 
-use poem::http::{HeaderValue, Method, header};
+use poem::http::{HeaderValue, Method, StatusCode, header};
 use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, RouteMethod};
 
 /// Every panel response carries these (docs/design.md).
@@ -163,6 +163,13 @@ pub fn routes() -> impl Endpoint<Output = Response> {
         .around(|ep, req| async move {
             let mut response = match ep.call(req).await {
                 Ok(r) => r.into_response(),
+                // A path the panel does not have: a page of the panel's own (with its icon,
+                // so a browser asks for no `/favicon.ico`), not the router's plain text.
+                Err(e) if e.status() == StatusCode::NOT_FOUND => layout::message_page(
+                    StatusCode::NOT_FOUND,
+                    "Page not found",
+                    "There is no such page in the panel. Start again from the overview.",
+                ),
                 Err(e) => e.into_response(),
             };
             let headers = response.headers_mut();
