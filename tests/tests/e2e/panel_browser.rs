@@ -142,6 +142,29 @@ impl Browser {
         self.client.source().await.unwrap()
     }
 
+    /// How many elements `css` finds.
+    async fn count(&self, css: &str) -> usize {
+        self.client.find_all(Locator::Css(css)).await.unwrap().len()
+    }
+
+    /// Reloads the page (a form's page: the browser sends again what loaded it) and checks it
+    /// is `path` again, without `secret` and with as many `rows` as before.
+    async fn reload_shows_no_secret(&self, path: &str, secret: &str, rows: &str) {
+        let before = self.count(rows).await;
+        self.client.refresh().await.unwrap();
+        assert_eq!(self.path().await, path);
+        assert!(
+            !self.source().await.contains(secret),
+            "{path}: the secret again"
+        );
+        assert_eq!(self.count("code#new-secret").await, 0, "{path}");
+        assert_eq!(
+            self.count(rows).await,
+            before,
+            "{path}: the form sent again"
+        );
+    }
+
     async fn path(&self) -> String {
         self.client.current_url().await.unwrap().path().to_owned()
     }
@@ -210,33 +233,10 @@ async fn panel_in_a_real_browser(db: Db) {
     let secret = browser.text("code#new-secret").await;
     assert!(secret.starts_with("rss_"), "{secret}");
     let key_id = browser.text("#new-key-id").await;
-    let keys_listed = browser
-        .client
-        .find_all(Locator::Css("table#api-keys tbody tr"))
-        .await
-        .unwrap()
-        .len();
     // A reload shows it no more, and creates no other key (the form is not sent again).
-    browser.client.refresh().await.unwrap();
-    assert_eq!(browser.path().await, "/panel/api-keys");
-    assert!(!browser.source().await.contains(&secret));
-    assert!(
-        browser
-            .client
-            .find(Locator::Css("code#new-secret"))
-            .await
-            .is_err()
-    );
-    assert_eq!(
-        browser
-            .client
-            .find_all(Locator::Css("table#api-keys tbody tr"))
-            .await
-            .unwrap()
-            .len(),
-        keys_listed,
-        "a reload created no key"
-    );
+    browser
+        .reload_shows_no_secret("/panel/api-keys", &secret, "table#api-keys tbody tr")
+        .await;
     // Nor does the back button, nor following the link again.
     browser.client.back().await.unwrap();
     assert!(!browser.source().await.contains(&secret));
@@ -371,16 +371,11 @@ async fn panel_screenshots() {
     let signing_secret = browser.text("code#new-secret").await;
     assert!(signing_secret.starts_with("whsec_"), "{signing_secret}");
     // A reload shows it no more and adds no second endpoint.
-    browser.client.refresh().await.unwrap();
-    assert_eq!(browser.path().await, "/panel/webhooks");
-    assert!(!browser.source().await.contains(&signing_secret));
+    browser
+        .reload_shows_no_secret("/panel/webhooks", &signing_secret, "form[action$='/test']")
+        .await;
     assert_eq!(
-        browser
-            .client
-            .find_all(Locator::Css("form[action$='/test']"))
-            .await
-            .unwrap()
-            .len(),
+        browser.count("form[action$='/test']").await,
         1,
         "one endpoint"
     );

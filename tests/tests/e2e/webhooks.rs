@@ -53,6 +53,22 @@ async fn rows(app: &TestApp, table: &str) -> i64 {
 }
 
 /// Checks the signature with the `standardwebhooks` crate, not with our own code.
+/// The endpoint's recorded attempts, once there is one.
+async fn recorded_attempts(
+    panel: &PanelClient,
+    endpoint_id: &str,
+) -> Vec<partner_billing::wire::WebhookDelivery> {
+    eventually("the attempt recorded", || async {
+        let d = panel
+            .webhook_deliveries(endpoint_id)
+            .await
+            .unwrap()
+            .deliveries;
+        (!d.is_empty()).then_some(d)
+    })
+    .await
+}
+
 fn independently_verified(secret: &str, request: &Received) {
     let verifier = standardwebhooks::Webhook::new(secret).expect("the secret is a whsec_ secret");
     verifier
@@ -364,15 +380,7 @@ async fn a_license_event_is_signed_in_the_standard_webhooks_format(db: Db) {
     );
 
     // The attempt is listed.
-    let deliveries = eventually("the attempt recorded", || async {
-        let d = panel
-            .webhook_deliveries(&endpoint.webhook_endpoint_id)
-            .await
-            .unwrap()
-            .deliveries;
-        (!d.is_empty()).then_some(d)
-    })
-    .await;
+    let deliveries = recorded_attempts(&panel, &endpoint.webhook_endpoint_id).await;
     assert_eq!(deliveries.len(), 1);
     assert_eq!(deliveries[0].event_id, event.event_id);
     assert_eq!(deliveries[0].event_type, "license.issued");
@@ -420,15 +428,7 @@ async fn an_attempt_is_listed_at_the_time_it_was_signed(db: Db) {
     let signed_at: i64 = received[0].header("webhook-timestamp").parse().unwrap();
     app.store.clock().advance(100);
     receiver.release_answers();
-    let deliveries = eventually("the attempt recorded", || async {
-        let d = panel
-            .webhook_deliveries(&endpoint.webhook_endpoint_id)
-            .await
-            .unwrap()
-            .deliveries;
-        (!d.is_empty()).then_some(d)
-    })
-    .await;
+    let deliveries = recorded_attempts(&panel, &endpoint.webhook_endpoint_id).await;
     assert_eq!(deliveries.len(), 1);
     assert_eq!(deliveries[0].status_code, Some(204));
     assert_eq!(
