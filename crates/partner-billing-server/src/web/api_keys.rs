@@ -13,7 +13,7 @@ use partner_billing::keys;
 use partner_billing::limits::{KEY_NAME_MAX_CHARS, ROLL_GRACE_MAX_SECONDS};
 use partner_billing::wire::{ApiKeyInfo, CreatedApiKey};
 
-use super::flash::{self, Flash, Taken};
+use super::flash::{self, Flash, NewApiKey};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -43,13 +43,6 @@ impl From<ApiKeyInfo> for KeyRow {
     }
 }
 
-/// The secret of a key just created: on the one page after its form, and nowhere else.
-struct NewSecret {
-    client_id: String,
-    api_key_id: String,
-    secret: String,
-}
-
 #[derive(Template)]
 #[template(path = "api_keys.html")]
 struct ApiKeysPage {
@@ -57,7 +50,7 @@ struct ApiKeysPage {
     current: &'static str,
     client_id: String,
     keys: Vec<KeyRow>,
-    new_secret: Option<NewSecret>,
+    new_secret: Option<NewApiKey>,
     name: String,
     error: Option<String>,
     grace_periods: &'static [(i64, &'static str)],
@@ -75,7 +68,7 @@ async fn render_page(
     state: &AppState,
     who: SignedIn,
     status: StatusCode,
-    new_secret: Option<NewSecret>,
+    new_secret: Option<NewApiKey>,
     name: String,
     error: Option<String>,
 ) -> Response {
@@ -106,28 +99,20 @@ fn show_new_key(
     who: &SignedIn,
     created: CreatedApiKey,
 ) -> Response {
-    let flash = Flash::NewApiKey {
+    let flash = Flash::NewApiKey(NewApiKey {
         client_id: created.client_id,
         api_key_id: created.api_key_id,
         secret: created.secret,
-    };
+    });
     flash::see_other(req, state, who, flash)
 }
 
 /// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once.
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let taken = Taken::from(req, &state, &who, "/panel/api-keys");
-    let new_secret = match &taken.flash {
-        Some(Flash::NewApiKey {
-            client_id,
-            api_key_id,
-            secret,
-        }) => Some(NewSecret {
-            client_id: client_id.clone(),
-            api_key_id: api_key_id.clone(),
-            secret: secret.clone(),
-        }),
+    let (flash, taken) = flash::take(req, &state, &who, "/panel/api-keys");
+    let new_secret = match flash {
+        Some(Flash::NewApiKey(created)) => Some(created),
         _ => None,
     };
     let response = render_page(&state, who, StatusCode::OK, new_secret, String::new(), None).await;

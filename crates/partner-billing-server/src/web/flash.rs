@@ -37,26 +37,34 @@ struct Sealed {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Flash {
     /// "Create key" or "Roll": the new key, its secret shown once.
-    NewApiKey {
-        client_id: String,
-        api_key_id: String,
-        secret: String,
-    },
+    NewApiKey(NewApiKey),
     /// "Add endpoint": the new endpoint, its signing secret shown once.
-    NewWebhookEndpoint {
-        webhook_endpoint_id: String,
-        secret: String,
-    },
+    NewWebhookEndpoint(NewWebhookEndpoint),
     /// "Send test event": the event is queued.
     WebhookTestSent,
+}
+
+/// A key just made, as the page after its form shows it. No `Debug`: it holds the secret.
+#[derive(Serialize, Deserialize)]
+pub struct NewApiKey {
+    pub client_id: String,
+    pub api_key_id: String,
+    pub secret: String,
+}
+
+/// An endpoint just added, as the page after its form shows it. No `Debug`.
+#[derive(Serialize, Deserialize)]
+pub struct NewWebhookEndpoint {
+    pub webhook_endpoint_id: String,
+    pub secret: String,
 }
 
 impl Flash {
     /// The page that shows it.
     fn page(&self) -> &'static str {
         match self {
-            Self::NewApiKey { .. } => "/panel/api-keys",
-            Self::NewWebhookEndpoint { .. } | Self::WebhookTestSent => "/panel/webhooks",
+            Self::NewApiKey(_) => "/panel/api-keys",
+            Self::NewWebhookEndpoint(_) | Self::WebhookTestSent => "/panel/webhooks",
         }
     }
 }
@@ -83,52 +91,60 @@ pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) 
     }
 }
 
-/// The flash the request carries for this page and session, if any, and whether its cookie is
-/// to be dropped: pass the page's answer through [`Taken::finish`].
+/// What the page does with the request's flash cookie once it has answered: pass the answer
+/// through [`Taken::finish`].
 pub struct Taken {
-    pub flash: Option<Flash>,
-    /// The cookie held this page's flash, or one that no longer opens (another session's,
-    /// altered, past its minute): dropped once the page is shown. Another page's flash stays
+    /// The cookie held this page's message, or one that no longer opens (another session's,
+    /// altered, past its minute): dropped once the page is shown. Another page's message stays
     /// for that page.
     drop_cookie: bool,
+    /// The cookie held this page's message (kept for the reload if the page fails).
+    held_message: bool,
+}
+
+/// The message the request's flash cookie holds for the page `page` (its path) in this session,
+/// if any, and what to do with the cookie.
+pub fn take(req: &Request, state: &AppState, who: &SignedIn, page: &str) -> (Option<Flash>, Taken) {
+    let Some(cookie) = cookies::flash(req) else {
+        return (None, Taken::KEEP);
+    };
+    let opened = accounts::open_for_session(&state.store, &who.token, cookie)
+        .and_then(|message| serde_json::from_slice::<Sealed>(&message).ok())
+        .filter(|sealed| {
+            let age = state.store.now_utc() - sealed.made_utc;
+            (0..=FLASH_LIFETIME_SECONDS).contains(&age)
+        });
+    match opened {
+        Some(sealed) if sealed.flash.page() != page => (None, Taken::KEEP),
+        Some(sealed) => (
+            Some(sealed.flash),
+            Taken {
+                drop_cookie: true,
+                held_message: true,
+            },
+        ),
+        None => (
+            None,
+            Taken {
+                drop_cookie: true,
+                held_message: false,
+            },
+        ),
+    }
 }
 
 impl Taken {
-    /// Reads (and opens) the request's flash cookie for the page `page` (its path).
-    pub fn from(req: &Request, state: &AppState, who: &SignedIn, page: &str) -> Self {
-        let Some(cookie) = cookies::flash(req) else {
-            return Self {
-                flash: None,
-                drop_cookie: false,
-            };
-        };
-        let opened = accounts::open_for_session(&state.store, &who.token, cookie)
-            .and_then(|message| serde_json::from_slice::<Sealed>(&message).ok())
-            .filter(|sealed| {
-                let age = state.store.now_utc() - sealed.made_utc;
-                (0..=FLASH_LIFETIME_SECONDS).contains(&age)
-            });
-        match opened {
-            Some(sealed) if sealed.flash.page() != page => Self {
-                flash: None,
-                drop_cookie: false,
-            },
-            Some(sealed) => Self {
-                flash: Some(sealed.flash),
-                drop_cookie: true,
-            },
-            None => Self {
-                flash: None,
-                drop_cookie: true,
-            },
-        }
-    }
+    /// No cookie, or another page's: nothing to do.
+    const KEEP: Self = Self {
+        drop_cookie: false,
+        held_message: false,
+    };
 
     /// The page's answer, dropping the cookie in the browser when it held this page's message
     /// and the page showed it (a failed page keeps it for the reload), or held nothing usable.
     pub fn finish(self, req: &Request, mut response: Response) -> Response {
         let shown = response.status().is_success();
-        if self.drop_cookie && (shown || self.flash.is_none()) {
+        if self.drop_cookie && (shown || !self.held_message) {
             layout::set_cookie(&mut response, &cookies::clear_flash(req));
         }
         response

@@ -15,7 +15,7 @@ use partner_billing::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, WEBHOOK_EVENT_TYPES, WebhookEndpoint,
 };
 
-use super::flash::{self, Flash, Taken};
+use super::flash::{self, Flash, NewWebhookEndpoint};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -64,12 +64,6 @@ struct EventChoice {
     checked: bool,
 }
 
-/// The secret of an endpoint just added: on the one page after its form, and nowhere else.
-struct NewSecret {
-    webhook_endpoint_id: String,
-    secret: String,
-}
-
 /// What the "Add endpoint" form holds: kept when it is refused.
 #[derive(Default)]
 struct AddForm {
@@ -85,7 +79,7 @@ struct WebhooksPage {
     current: &'static str,
     endpoints: Vec<EndpointRow>,
     deliveries: Vec<DeliveryRow>,
-    new_secret: Option<NewSecret>,
+    new_secret: Option<NewWebhookEndpoint>,
     choices: Vec<EventChoice>,
     url: String,
     description: String,
@@ -98,7 +92,7 @@ async fn render_page(
     state: &AppState,
     who: SignedIn,
     status: StatusCode,
-    new_secret: Option<NewSecret>,
+    new_secret: Option<NewWebhookEndpoint>,
     form: AddForm,
     notice: Option<&'static str>,
     error: Option<String>,
@@ -166,18 +160,9 @@ async fn render_page(
 /// test event" with its notice (see `flash`).
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let taken = Taken::from(req, &state, &who, "/panel/webhooks");
-    let (new_secret, notice) = match &taken.flash {
-        Some(Flash::NewWebhookEndpoint {
-            webhook_endpoint_id,
-            secret,
-        }) => (
-            Some(NewSecret {
-                webhook_endpoint_id: webhook_endpoint_id.clone(),
-                secret: secret.clone(),
-            }),
-            None,
-        ),
+    let (flash, taken) = flash::take(req, &state, &who, "/panel/webhooks");
+    let (new_secret, notice) = match flash {
+        Some(Flash::NewWebhookEndpoint(added)) => (Some(added), None),
         Some(Flash::WebhookTestSent) => (None, Some(TEST_SENT)),
         _ => (None, None),
     };
@@ -240,10 +225,10 @@ pub async fn create(
                 secret,
                 ..
             }) => {
-                let flash = Flash::NewWebhookEndpoint {
+                let flash = Flash::NewWebhookEndpoint(NewWebhookEndpoint {
                     webhook_endpoint_id,
                     secret,
-                };
+                });
                 return flash::see_other(req, &state, &who, flash);
             }
             Err(Error::WebhookEndpointLimitReached) => refused(
@@ -282,7 +267,7 @@ pub async fn test(
 ) -> Response {
     match webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await {
         Ok(()) => flash::see_other(req, &state, &who, Flash::WebhookTestSent),
-        outcome => after_action(&state, who, outcome).await,
+        Err(err) => action_refused(&state, who, err).await,
     }
 }
 
@@ -302,20 +287,15 @@ pub async fn delete(
     .await
     {
         Ok(()) => layout::see_other("/panel/webhooks"),
-        outcome => after_action(&state, who, outcome).await,
+        Err(err) => action_refused(&state, who, err).await,
     }
 }
 
 /// The page after a refused "Send test event" or "Delete".
-async fn after_action(
-    state: &AppState,
-    who: SignedIn,
-    outcome: partner_billing::Result<()>,
-) -> Response {
-    let error = match outcome {
-        Ok(()) => return layout::see_other("/panel/webhooks"),
-        Err(Error::WebhookEndpointNotFound) => "That endpoint does not exist.".to_owned(),
-        Err(err) => return layout::failure_for(&who, err),
+async fn action_refused(state: &AppState, who: SignedIn, err: Error) -> Response {
+    let error = match err {
+        Error::WebhookEndpointNotFound => "That endpoint does not exist.".to_owned(),
+        err => return layout::failure_for(&who, err),
     };
     render_page(
         state,
