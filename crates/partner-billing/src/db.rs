@@ -401,7 +401,9 @@ impl Db {
     /// Begins a snapshot ([`Db::begin_snapshot`]) for a list read a page at a time, each page
     /// read in its index's order whatever the planner's statistics say, as `Db::page` reads
     /// one page: an export that must see one snapshot from its first chunk to its last.
-    pub async fn begin_snapshot_of_pages(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+    pub(crate) async fn begin_snapshot_of_pages(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         self.begin_detached(match self.backend {
             Backend::Sqlite => None,
             Backend::Postgres => Some(concat!(

@@ -173,7 +173,9 @@ impl Store {
     }
 
     /// Begins a snapshot for a list read a page at a time (see [`Db::begin_snapshot_of_pages`]).
-    pub async fn begin_snapshot_of_pages(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+    pub(crate) async fn begin_snapshot_of_pages(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         self.db.begin_snapshot_of_pages().await
     }
 

@@ -43,6 +43,14 @@ impl List {
             Self::OperatorLog => "olog",
         }
     }
+
+    /// Whether its cursors are sealed under the master key. The operator's log is read by
+    /// whoever holds the database, with or without the master key (`admin` runs without one):
+    /// a digest seals its cursors, which still catches one altered or used under another
+    /// filter; there is nothing to forge it against.
+    fn keyed(self) -> bool {
+        self != Self::OperatorLog
+    }
 }
 
 /// Hex characters of the MAC kept in a cursor (80 bits).
@@ -65,13 +73,11 @@ fn mac(
         .map(|value| format!("{}:{value}", value.len()))
         .collect();
     let text = format!("cursor|{account_id}|{payload}|{filter}");
-    let mut full = match list {
-        // The operator's log is read by whoever holds the database, with or without the
-        // master key (`admin` runs without one): a digest, which still catches a cursor altered
-        // or used under another filter; there is nothing to forge it against.
-        List::OperatorLog => crate::domain::sha256_hex(text.as_bytes()),
+    let mut full = if list.keyed() {
         // The master key's lookup HMAC, over a text no promo code can equal (it holds `|`).
-        _ => store.master_key()?.code_hash(&text),
+        store.master_key()?.code_hash(&text)
+    } else {
+        crate::domain::sha256_hex(text.as_bytes())
     };
     full.truncate(MAC_HEX_CHARS);
     Ok(full)

@@ -4,8 +4,9 @@
 //! is what every database of that schema does, whatever its size. A bound the seek does not
 //! take (SQLite takes only the first column of a row value: `(user_id, id) < (?, ?)` seeks to
 //! the user and then steps over all their licenses down to the cursor) makes a deep page cost
-//! what the pages before it did together. The operator's ledger export, read in chunks, too. PostgreSQL, whose plans turn on statistics, is
-//! checked from outside by the e2e `hot_path_plans`.
+//! what the pages before it did together. The operator's ledger export, read in chunks, too.
+//! PostgreSQL, whose plans turn on statistics, is checked from outside by the e2e
+//! `hot_path_plans`.
 
 use crate::activity;
 use crate::db::Backend;
