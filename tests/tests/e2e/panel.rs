@@ -72,6 +72,14 @@ pub(crate) async fn post(app: &TestApp, path: &str, cookie: &str, form: &[(&str,
 pub(crate) async fn follow(app: &TestApp, answer: &Page, cookie: &str) -> Page {
     assert_eq!(answer.status, 303, "{}", answer.body);
     let location = answer.headers[LOCATION].to_str().unwrap();
+    let flash = set_flash_cookie(answer);
+    let page = get(app, location, &format!("{cookie}; {flash}")).await;
+    assert!(drops_flash(&page), "the page drops the flash cookie");
+    page
+}
+
+/// The `pb_flash` cookie an answer sets (`name=value`), its attributes checked.
+fn set_flash_cookie(answer: &Page) -> String {
     let flash = answer
         .headers
         .get_all(SET_COOKIE)
@@ -82,16 +90,16 @@ pub(crate) async fn follow(app: &TestApp, answer: &Page, cookie: &str) -> Page {
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/panel", "Max-Age=60"] {
         assert!(flash.contains(attribute), "{flash}");
     }
-    let flash = flash.split(';').next().unwrap();
-    let page = get(app, location, &format!("{cookie}; {flash}")).await;
-    let dropped = page
-        .headers
+    flash.split(';').next().unwrap().to_owned()
+}
+
+/// Whether a page's answer drops the `pb_flash` cookie.
+fn drops_flash(page: &Page) -> bool {
+    page.headers
         .get_all(SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.starts_with("pb_flash=;") && v.contains("Max-Age=0"));
-    assert!(dropped, "the page drops the flash cookie");
-    page
+        .any(|v| v.starts_with("pb_flash=;") && v.contains("Max-Age=0"))
 }
 
 /// Signs in through the form; returns the `Cookie` header value.
@@ -282,6 +290,11 @@ async fn key_life_cycle_with_the_secret_shown_once(db: Db) {
         .to_owned();
     assert!(secret.starts_with("rss_"));
     assert!(created.body.contains("will not be shown again"));
+    assert_eq!(
+        between(&created.body, "<code id=\"new-client-id\">", "</code>"),
+        Some(r.client_id.as_str()),
+        "the client id beside the secret"
+    );
     let key_id = between(&created.body, "<code id=\"new-key-id\">", "</code>")
         .unwrap()
         .to_owned();
@@ -793,29 +806,12 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
     )
     .await;
     assert_eq!(created.status, 303, "{}", created.body);
-    let flash = created
-        .headers
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("pb_flash="))
-        .expect("a flash cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let drops = |page: &Page| {
-        page.headers
-            .get_all(SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| v.starts_with("pb_flash=;"))
-    };
+    let flash = set_flash_cookie(&created);
     // Another page: nothing shown, the cookie left for its own page.
     let webhooks = get(&app, "/panel/webhooks", &format!("{cookie}; {flash}")).await;
     assert_eq!(webhooks.status, 200);
     assert!(!webhooks.body.contains("new-secret"));
-    assert!(!drops(&webhooks), "left for the keys page");
+    assert!(!drops_flash(&webhooks), "left for the keys page");
     // Another session of the same account: nothing shown, the cookie dropped.
     let stranger = get(
         &app,
@@ -825,7 +821,7 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
     .await;
     assert_eq!(stranger.status, 200);
     assert!(!stranger.body.contains("new-secret"));
-    assert!(drops(&stranger));
+    assert!(drops_flash(&stranger));
     // Its own page and session: the secret, once.
     let shown = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
     assert!(
@@ -833,12 +829,12 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
         "{}",
         shown.body
     );
-    assert!(drops(&shown));
+    assert!(drops_flash(&shown));
     // The same cookie kept and sent again past its minute: nothing.
     app.store.clock().advance(61);
     let replayed = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
     assert_eq!(replayed.status, 200);
     assert!(!replayed.body.contains("new-secret"), "{}", replayed.body);
-    assert!(drops(&replayed));
+    assert!(drops_flash(&replayed));
     app.stop().await;
 }

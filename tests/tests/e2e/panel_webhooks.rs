@@ -133,6 +133,11 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
     let tested = follow(&app, &tested, &cookie).await;
     assert_eq!(tested.status, 200, "{}", tested.body);
     assert!(tested.body.contains("A webhook.test event is on its way."));
+    // What a reload fetches again (the page, not the form): no notice, no second event.
+    let events_sent = events(&app).await;
+    let reloaded = get(&app, "/panel/webhooks", &cookie).await;
+    assert!(!reloaded.body.contains("on its way"));
+    assert_eq!(events(&app).await, events_sent);
     let received = receiver.wait_for(1).await;
     let event = verify_webhook(&secret, &received[0].headers, &received[0].body)
         .expect("signed with the secret the page showed");

@@ -18,6 +18,7 @@ use serde_json::json;
 use partner_billing::audit::Origin;
 use partner_billing::keys;
 use partner_billing::store::HoldPoint;
+use partner_billing_tests::receiver::eventually;
 use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 
 both_databases!(a_write_held_open_leaves_connections_for_reads);
@@ -107,8 +108,7 @@ async fn a_write_held_open_leaves_connections_for_reads(db: Db) {
     // Nor is it dropped: each fresh key shows its use once the batch's write is done (it
     // waited for the turn off the request's way). Before, a use while the turn was taken was
     // skipped, and a key used once (a rolled key's last call) showed none.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    eventually("every used key shows its use", || async {
         let unused: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM api_keys WHERE account_id = $1 AND last_used_utc IS NULL",
         )
@@ -116,14 +116,8 @@ async fn a_write_held_open_leaves_connections_for_reads(db: Db) {
         .fetch_one(app.store.pool())
         .await
         .unwrap();
-        if unused == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{unused} used keys show no last use"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (unused == 0).then_some(())
+    })
+    .await;
     app.stop().await;
 }
