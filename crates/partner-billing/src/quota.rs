@@ -89,7 +89,7 @@ fn ledger_chunk_sql(backend: Backend, plan: Option<&str>) -> String {
 /// The ledger of an account, oldest first, optionally for one plan, read `LEDGER_CHUNK`
 /// entries at a time (by id, from where the last chunk ended) as the stream is polled, so that
 /// memory stays flat however long the ledger. Every chunk is read in one snapshot (see
-/// [`Store::begin_snapshot_of_pages`]), held on one connection until the stream ends or is
+/// `Store::begin_snapshot_of_pages`), held on one connection until the stream ends or is
 /// dropped: on PostgreSQL ids are not handed out in commit order, and chunks read in snapshots
 /// of their own could skip an entry committed behind a later one. An unknown client id fails
 /// before the stream starts.
