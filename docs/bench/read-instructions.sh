@@ -7,12 +7,17 @@
 # `valgrind --tool=callgrind` with one tokio worker thread, send READS reads over one
 # connection as warm-up, zero the counters, send READS more, dump, and print the instructions
 # per read (only answers 200 count). Each binary's profile is kept as callgrind.<n>.out* for callgrind_annotate.
+# READ_PATH names another read (a list page, say); LICENSES licenses are issued first for it to
+# list.
 #
 # Usage: docs/bench/read-instructions.sh SERVER_BINARY...   (default target/release/partner-billing-server)
 #        READS=2000 CLI=target/release/partner-billing ADMIN_URL=postgres://postgres@127.0.0.1:5432/test
+#        READ_PATH=/v1/billing/partner/balances LICENSES=0
 set -euo pipefail
 ADMIN_URL=${ADMIN_URL:-postgres://postgres@127.0.0.1:5432/test}
 READS=${READS:-2000}
+READ_PATH=${READ_PATH:-/v1/billing/partner/balances}
+LICENSES=${LICENSES:-0}
 CLI=${CLI:-target/release/partner-billing}
 [ $# -gt 0 ] || set -- target/release/partner-billing-server
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,9 +28,19 @@ SERVER_BIN=$1
 PORT=18094
 UNITS=1000
 . "$HERE/seed.sh"
+if [ "$LICENSES" -gt 0 ]; then
+  start_server
+  for i in $(seq "$LICENSES"); do
+    curl -sf -o /dev/null -H "X-Client-Id: $CLIENT" -H "X-Client-Secret: $SECRET" \
+      -H 'content-type: application/json' \
+      -d "{\"planSlug\":\"bench\",\"login\":\"alice\",\"idempotencyKey\":\"seed-license-$i\"}" \
+      http://127.0.0.1:$PORT/v1/billing/partner/licenses
+  done
+  stop_server
+fi
 # READS reads over one connection: curl sends them one after another on one connection.
 for _ in $(seq "$READS"); do
-  printf 'url = "http://127.0.0.1:%s/v1/billing/partner/balances"\noutput = "/dev/null"\n' "$PORT"
+  printf 'url = "http://127.0.0.1:%s%s"\noutput = "/dev/null"\n' "$PORT" "$READ_PATH"
 done >"$DIR/reads.curl"
 reads() {
   curl -s -H "X-Client-Id: $CLIENT" -H "X-Client-Secret: $SECRET" -w '%{http_code}\n' \

@@ -142,6 +142,46 @@ fn body_length(headers: &[u8]) -> Option<u64> {
     length
 }
 
+/// Where a chunk of header bytes stands against the `\r\n\r\n` that ends the headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeaderScan {
+    /// The headers end within the chunk, just before this index.
+    End(usize),
+    /// They go on; the chunk ends with this many bytes of the terminator.
+    Partial(u8),
+}
+
+/// Finds the end of the headers in `bytes`, whose predecessors ended with `matched` bytes of
+/// `\r\n\r\n`. A match begun before the chunk completes within its first three bytes; any
+/// other lies wholly inside it; what the chunk ends with is in its last three.
+fn headers_end(matched: u8, bytes: &[u8]) -> HeaderScan {
+    const END: &[u8; 4] = b"\r\n\r\n";
+    // The longest end of what was read that begins the terminator, one byte more.
+    let step = |matched: u8, byte: u8| {
+        if byte == END[usize::from(matched)] {
+            matched + 1
+        } else {
+            u8::from(byte == b'\r')
+        }
+    };
+    let mut carried = matched;
+    for (at, &byte) in bytes.iter().take(3).enumerate() {
+        carried = step(carried, byte);
+        if carried == 4 {
+            return HeaderScan::End(at + 1);
+        }
+    }
+    if let Some(at) = bytes.windows(4).position(|w| w == END) {
+        return HeaderScan::End(at + 4);
+    }
+    match bytes.len().checked_sub(3) {
+        Some(tail) if tail > 0 => {
+            HeaderScan::Partial(bytes[tail..].iter().fold(0, |m, &b| step(m, b)))
+        }
+        _ => HeaderScan::Partial(carried),
+    }
+}
+
 /// A client connection with read deadlines; gives its slot back when dropped.
 pub struct GuardedStream<Io> {
     inner: Io,
@@ -177,7 +217,7 @@ impl<Io> GuardedStream<Io> {
 
     /// Follows the request through the bytes just read.
     fn saw(&mut self, mut bytes: &[u8]) {
-        while let Some((&byte, rest)) = bytes.split_first() {
+        while !bytes.is_empty() {
             match self.phase {
                 Phase::Http2 => {
                     self.restart(Phase::Http2, self.limits.idle);
@@ -209,49 +249,58 @@ impl<Io> GuardedStream<Io> {
                         };
                     }
                     bytes = &bytes[taken..];
-                    continue;
                 }
-                Phase::Headers { .. } => {}
+                Phase::Headers { matched, started } => {
+                    bytes = self.saw_headers(matched, started, bytes);
+                }
             }
-            bytes = rest;
-            let Phase::Headers { matched, started } = self.phase else {
-                continue;
-            };
-            if !started && (byte == b'\r' || byte == b'\n') {
-                continue;
+        }
+    }
+
+    /// Header bytes: kept (the first [`HEADER_BYTES_KEPT`]) until `\r\n\r\n` ends them, then
+    /// on to the body. Returns what follows the headers. The chunk is searched as a whole, not
+    /// byte by byte: this runs on every request's every byte.
+    fn saw_headers<'b>(&mut self, matched: u8, started: bool, mut bytes: &'b [u8]) -> &'b [u8] {
+        if !started {
+            // Blank lines before a request line are skipped, as the parser does.
+            let blank = bytes
+                .iter()
+                .take_while(|&&b| b == b'\r' || b == b'\n')
+                .count();
+            bytes = &bytes[blank..];
+            if bytes.is_empty() {
+                return bytes;
             }
-            if self.headers.len() < HEADER_BYTES_KEPT {
-                self.headers.push(byte);
-            }
-            let expected = b"\r\n\r\n"[usize::from(matched)];
-            let matched = if byte == expected {
-                matched + 1
-            } else if byte == b'\r' {
-                1
-            } else {
-                0
-            };
-            if matched < 4 {
+        }
+        let (taken, ended) = match headers_end(matched, bytes) {
+            HeaderScan::End(end) => (end, true),
+            HeaderScan::Partial(matched) => {
                 self.phase = Phase::Headers {
                     matched,
                     started: true,
                 };
-                continue;
+                (bytes.len(), false)
             }
-            if self.headers.starts_with(HTTP2_PREFACE) {
-                self.restart(Phase::Http2, self.limits.idle);
-                return;
-            }
-            let length = if self.headers.len() < HEADER_BYTES_KEPT {
-                body_length(&self.headers)
-            } else {
-                None
-            };
-            match length {
-                Some(0) => self.restart(Phase::Waiting, ANSWER_LIMIT),
-                remaining => self.restart(Phase::Body { remaining }, self.limits.body),
-            }
+        };
+        let room = HEADER_BYTES_KEPT.saturating_sub(self.headers.len());
+        self.headers.extend_from_slice(&bytes[..taken.min(room)]);
+        if !ended {
+            return &[];
         }
+        if self.headers.starts_with(HTTP2_PREFACE) {
+            self.restart(Phase::Http2, self.limits.idle);
+            return &[];
+        }
+        let length = if self.headers.len() < HEADER_BYTES_KEPT {
+            body_length(&self.headers)
+        } else {
+            None
+        };
+        match length {
+            Some(0) => self.restart(Phase::Waiting, ANSWER_LIMIT),
+            remaining => self.restart(Phase::Body { remaining }, self.limits.body),
+        }
+        &bytes[taken..]
     }
 
     /// The server wrote `bytes`: the answer has started (an interim `1xx` has not), and the
@@ -338,7 +387,7 @@ mod tests {
 
     use tokio::sync::Semaphore;
 
-    use super::{GuardedStream, Limits, Phase, body_length};
+    use super::{GuardedStream, HeaderScan, Limits, Phase, body_length, headers_end};
 
     async fn stream() -> GuardedStream<tokio::io::DuplexStream> {
         let (io, _other) = tokio::io::duplex(64);
@@ -394,5 +443,46 @@ mod tests {
         );
         assert_eq!(body_length(&headers("Content-Length: x\r\n")), None);
         assert_eq!(body_length(&[0xff, 0xfe]), None);
+    }
+
+    /// However the bytes arrive, the same request is seen: every split of a stream in two and
+    /// in three gives the phase and kept headers of the stream read whole.
+    #[tokio::test]
+    async fn the_phase_does_not_depend_on_how_the_bytes_arrive() {
+        let streams: [&[u8]; 4] = [
+            b"\r\n\nGET /a HTTP/1.1\r\nHost: a\r\n\r\n",
+            b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nX: \r\r\n\r",
+            b"GET / HTTP/1.1\r\nA: b\r\n\r\r\n\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        ];
+        for whole in streams {
+            let mut reference = stream().await;
+            reference.saw(whole);
+            for i in 0..=whole.len() {
+                for j in i..=whole.len() {
+                    let mut s = stream().await;
+                    s.saw(&whole[..i]);
+                    s.saw(&whole[i..j]);
+                    s.saw(&whole[j..]);
+                    assert_eq!(s.phase, reference.phase, "{whole:?} split at {i} and {j}");
+                    assert_eq!(
+                        s.headers, reference.headers,
+                        "{whole:?} split at {i} and {j}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_headers_end_is_found_across_chunks() {
+        assert_eq!(headers_end(0, b"a\r\n\r\nb"), HeaderScan::End(5));
+        assert_eq!(headers_end(3, b"\nb"), HeaderScan::End(1));
+        assert_eq!(headers_end(2, b"\r\n"), HeaderScan::End(2));
+        assert_eq!(headers_end(1, b"\n\r"), HeaderScan::Partial(3));
+        assert_eq!(headers_end(3, b"\r"), HeaderScan::Partial(1));
+        assert_eq!(headers_end(0, b"abc\r\n\r"), HeaderScan::Partial(3));
+        assert_eq!(headers_end(2, b"x\r\n\r"), HeaderScan::Partial(3));
+        assert_eq!(headers_end(0, b""), HeaderScan::Partial(0));
     }
 }

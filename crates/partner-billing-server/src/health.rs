@@ -1,11 +1,11 @@
 //! Liveness of the service and its database.
 
 use poem::web::Data;
-use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use crate::ApiTags;
 use crate::AppState;
+use crate::body::Json;
 use crate::errors;
 use crate::problem::{ApiError, OpResult};
 use partner_billing::wire::ErrorCode;
@@ -14,7 +14,7 @@ use partner_billing::wire::ErrorCode;
 pub struct HealthApi;
 
 /// The service's state.
-#[derive(Object)]
+#[derive(Object, serde::Serialize)]
 pub struct Health {
     /// `ok` when the database answers.
     pub status: String,

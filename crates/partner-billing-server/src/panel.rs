@@ -2,7 +2,6 @@
 
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
-use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::accounts;
@@ -18,7 +17,7 @@ use partner_billing::wire::{
 use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PanelAuth;
-use crate::body::{JsonBody, OptionalJsonBody};
+use crate::body::{Json, JsonBody, OptionalJsonBody};
 use crate::errors;
 use crate::origin::RequestFacts;
 use crate::problem::{ApiError, ApiResult, OpResult};

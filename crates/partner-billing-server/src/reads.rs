@@ -6,7 +6,6 @@
 
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
-use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::audit::Actor;
@@ -22,7 +21,7 @@ use partner_billing::wire::{
 use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PartnerAuth;
-use crate::body::LargeJsonBody;
+use crate::body::{Json, LargeJsonBody};
 use crate::errors;
 use crate::origin::RequestFacts;
 use crate::problem::OpResult;

@@ -2,7 +2,6 @@
 
 use poem::web::Data;
 use poem_openapi::param::Path;
-use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi};
 
 use partner_billing::audit::Actor;
@@ -15,7 +14,7 @@ use partner_billing::wire::{
 use crate::ApiTags;
 use crate::AppState;
 use crate::auth::PanelAuth;
-use crate::body::JsonBody;
+use crate::body::{Json, JsonBody};
 use crate::errors;
 use crate::origin::RequestFacts;
 use crate::problem::OpResult;
