@@ -5,6 +5,8 @@
 //! (in [`dialect`]) the few statements spelled differently on each. This layer knows no
 //! domain type: the modules above it pass ids and strings in and read rows out.
 
+#[cfg(test)]
+mod closing;
 pub mod dialect;
 #[cfg(test)]
 mod dropped_transactions;
@@ -66,6 +68,10 @@ const fn kept_readers(connections: u32) -> u32 {
         1
     }
 }
+
+/// How long closing waits for the bookkeeping writes still queued (SQLite): about a write
+/// turn's longest wait under load, well within a stop's drain.
+const BOOKKEEPING_AT_CLOSE: Duration = Duration::from_secs(10);
 
 /// A pooled connection idle this long is pinged before it is handed out.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
@@ -354,8 +360,8 @@ impl Db {
     /// dropped, so a burst of requests queues one write, not one each. On PostgreSQL it runs
     /// now. Skipped rather than queued, a key used once while another write held the turn (a
     /// rolled key's last use, checked before revoking it) was never recorded. A queued write
-    /// that fails (its turn not given within the turn's timeout, the store closed at shutdown
-    /// before it ran) is logged, not retried: the next use writes it.
+    /// that fails (its turn not given within the turn's timeout, or still waiting when the
+    /// store closes: see [`Db::close`]) is logged, not retried: the next use writes it.
     pub(crate) async fn write_one_soon(
         &self,
         key: String,
@@ -444,8 +450,18 @@ impl Db {
         Ok(())
     }
 
-    /// Closes the pool, waiting for connections to return (the kept readers' included).
+    /// Closes the pool, waiting for connections to return (the kept readers' included). On
+    /// SQLite the bookkeeping writes still waiting for their turn ([`Db::write_one_soon`]) are
+    /// written first, for up to [`BOOKKEEPING_AT_CLOSE`]: a key used just before a stop keeps
+    /// its last use.
     pub async fn close(&self) {
+        if let Some(turns) = &self.write_turns
+            && tokio::time::timeout(BOOKKEEPING_AT_CLOSE, turns.none_waiting())
+                .await
+                .is_err()
+        {
+            tracing::warn!("closing with bookkeeping writes still waiting for their turn");
+        }
         self.readers.release_idle();
         self.pool.close().await;
     }

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::{Any, AnyConnection, AnyPool, Transaction};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
 
@@ -48,6 +48,8 @@ pub(crate) struct WriteTurns {
     /// The bookkeeping writes waiting for a turn off their request's way, by what they write
     /// (see [`crate::db::Db::write_one_soon`]): one waits per key.
     waiting: Arc<Mutex<HashSet<String>>>,
+    /// Told each time the last of them is done.
+    none_waiting: Arc<Notify>,
 }
 
 /// What a write needs to keep the WAL bounded: its file, and the pool to checkpoint through.
@@ -72,6 +74,7 @@ impl WriteTurns {
             turns: Arc::new(Semaphore::new(1)),
             wal,
             waiting: Arc::default(),
+            none_waiting: Arc::default(),
         }
     }
 
@@ -81,6 +84,25 @@ impl WriteTurns {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_owned())
+    }
+
+    /// Resolves once no bookkeeping write waits (at once if none does).
+    pub(crate) async fn none_waiting(&self) {
+        loop {
+            let told = self.none_waiting.notified();
+            let mut told = std::pin::pin!(told);
+            // Listening before looking: a write done between the two still wakes this.
+            told.as_mut().enable();
+            if self
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+            {
+                return;
+            }
+            told.await;
+        }
     }
 
     /// Waits for the turn, up to [`WRITE_TURN_TIMEOUT`]; past it, a retryable 503.
@@ -125,11 +147,11 @@ impl Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.turns
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.key);
+        let mut waiting = self.turns.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.remove(&self.key);
+        if waiting.is_empty() {
+            self.turns.none_waiting.notify_waiters();
+        }
     }
 }
 
