@@ -258,12 +258,27 @@ fn describe(path: &str, err: &serde_json::Error) -> ApiError {
             // is the caller's input and is not echoed.
             Some((_, expected)) => {
                 let expected = expected.split(" at line ").next().unwrap_or(expected);
-                format!("`{field}` has the wrong type or value: expected {expected}.")
+                format!(
+                    "`{field}` has the wrong type or value: expected {}.",
+                    in_words(expected)
+                )
             }
             None => format!("`{field}` has the wrong type or value."),
         },
     };
     ApiError::validation(field, detail)
+}
+
+/// What serde calls an expected type, in a caller's words: a Rust type's name (`i64`) says
+/// nothing to a caller in another language.
+fn in_words(expected: &str) -> &str {
+    match expected {
+        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "isize" | "usize" => {
+            "a whole number"
+        }
+        "f32" | "f64" => "a number",
+        other => other,
+    }
 }
 
 /// A JSON answer: published as poem-openapi's `Json` publishes it (same content type, the
@@ -366,6 +381,26 @@ mod tests {
             field_of(r#"{"planSlug":"pro","login":"a","idempotencyKey":"12345678"} x"#).0,
             "body"
         );
+    }
+
+    #[test]
+    fn names_the_expected_type_in_words() {
+        let detail =
+            |count: &str| match parse_json::<partner_billing::wire::GeneratePromoBatchRequest>(
+                format!(r#"{{"planSlug":"pro","count":{count},"idempotencyKey":"12345678"}}"#)
+                    .as_bytes(),
+            ) {
+                Err(ApiError::Problem { problem, .. }) => (problem.field, problem.detail),
+                _ => panic!("{count} was taken for a count"),
+            };
+        for count in ["1.5", "\"3\"", "null"] {
+            let (field, detail) = detail(count);
+            assert_eq!(field.as_deref(), Some("count"));
+            assert_eq!(
+                detail, "`count` has the wrong type or value: expected a whole number.",
+                "{count}"
+            );
+        }
     }
 
     #[test]

@@ -47,7 +47,8 @@ pub struct AdminArgs {
     )]
     pub database_url: String,
 
-    /// The master key file, read by `promo redeem` only; never created by these commands
+    /// The master key file: every command checks it is the database's key (`promo redeem`
+    /// uses it); never created by these commands
     /// [default: partner-billing.key beside the SQLite database, else in the working directory]
     #[arg(
         long,
