@@ -127,10 +127,11 @@ error_set!(
 );
 
 error_set!(
-    /// `PUT /v1/billing/resellers/me/password`: a wrong `currentPassword` is a 400 naming it.
+    /// `PUT /v1/billing/resellers/me/password`: a wrong `currentPassword` is a 400 naming it,
+    /// and counts as a failed sign-in (past the limit, 429).
     ChangePassword, BEARER, [
         ValidationFailed, BrowserOriginForbidden, PanelSessionRequired, PayloadTooLarge,
-        InternalError, ServiceUnavailable,
+        RateLimited, InternalError, ServiceUnavailable,
     ]
 );
 

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 both_databases!(
     sign_in_failures_are_limited_per_client_id_across_replicas,
+    a_wrong_current_password_counts_as_a_failed_sign_in,
     waiting_out_retry_after_is_enough,
     sign_in_failures_are_limited_per_address,
     sign_in_storm_stays_bounded_and_api_keys_are_served,
@@ -95,6 +96,72 @@ async fn sign_in_failures_are_limited_per_client_id_across_replicas(db: Db) {
     let token = app.session(&other.client_id, &other.password).await;
     assert!(token.starts_with("rps_"));
     replica.stop().await;
+    app.stop().await;
+}
+
+/// A wrong current password in a password change is a failed sign-in of the account: ten of
+/// them, from a session, use up the client id's limit, for the change (JSON and panel form)
+/// and the sign-in alike. Nothing changed: once the window has passed, the old password still
+/// signs in.
+async fn a_wrong_current_password_counts_as_a_failed_sign_in(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let token = app.session(&r.client_id, &r.password).await;
+    let cookie = crate::panel::sign_in(&app, &r.client_id, &r.password).await;
+    let change = |current: &str| {
+        app.http
+            .put(app.url("/v1/billing/resellers/me/password"))
+            .bearer_auth(&token)
+            .json(&json!({"currentPassword": current, "newPassword": "a brand new password"}))
+            .send()
+    };
+    for i in 0..10 {
+        let response = change("wrong password").await.expect("change");
+        assert_eq!(response.status(), 400, "failure {i}");
+        let problem: Value = response.json().await.expect("problem");
+        assert_eq!(problem["field"], "currentPassword", "failure {i}");
+    }
+    let response = change(&r.password).await.expect("change");
+    assert_rate_limited(
+        "the right current password past the limit",
+        response,
+        15 * 60,
+    )
+    .await;
+    let response = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
+    assert_rate_limited("a sign-in past the limit", response, 15 * 60).await;
+    // The panel's form says so on its page.
+    let settings = crate::panel::get(&app, "/panel/settings", &cookie).await;
+    let refused = crate::panel::post(
+        &app,
+        "/panel/settings/password",
+        &cookie,
+        &[
+            ("csrf", &crate::panel::csrf(&settings)),
+            ("current_password", &r.password),
+            ("new_password", "a brand new password"),
+        ],
+    )
+    .await;
+    assert_eq!(refused.status, 429);
+    assert!(
+        refused.body.contains("Too many wrong passwords."),
+        "{}",
+        refused.body
+    );
+    assert!(refused.headers.contains_key("retry-after"));
+
+    app.store.clock().advance(16 * 60);
+    let response = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
+    assert_eq!(response.status(), 201, "the password is unchanged");
+    let response = sign_in(
+        &app.http,
+        &app.base_url,
+        &r.client_id,
+        "a brand new password",
+    )
+    .await;
+    assert_eq!(response.status(), 401);
     app.stop().await;
 }
 

@@ -207,6 +207,7 @@ pub async fn change_password(
         )
         .await
     };
+    let mut retry_after = None;
     let (status, notice, error) = match outcome {
         Ok(()) => (
             StatusCode::OK,
@@ -225,6 +226,17 @@ pub async fn change_password(
                 "The new password must be {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters."
             )),
         ),
+        // Wrong current passwords count as failed sign-ins of the account.
+        Err(Error::RateLimited {
+            retry_after_seconds,
+        }) => {
+            retry_after = Some(retry_after_seconds);
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                Some("Too many wrong passwords. Wait a few minutes and try again.".to_owned()),
+            )
+        }
         Err(err) => return layout::failure_for(&who, err),
     };
     let outcome = Outcome {
@@ -232,5 +244,11 @@ pub async fn change_password(
         error,
         ..Outcome::default()
     };
-    render_page(&state, who, status, outcome).await
+    let mut response = render_page(&state, who, status, outcome).await;
+    if let Some(value) = retry_after.and_then(|seconds| seconds.to_string().parse().ok()) {
+        response
+            .headers_mut()
+            .insert(poem::http::header::RETRY_AFTER, value);
+    }
+    response
 }

@@ -70,7 +70,7 @@ pub async fn create_session(
 async fn take_back(store: &Store, attempts: &[throttle::Attempt]) {
     for attempt in attempts {
         if let Err(err) = attempt.take_back(store).await {
-            tracing::warn!(error = %err, "could not take back a sign-in attempt");
+            tracing::warn!(error = %err, "could not take back a password attempt");
         }
     }
 }
@@ -209,6 +209,11 @@ pub async fn end_session(store: &Store, token: &Secret) -> Result<()> {
 /// The reseller's own password change, from a signed-in session: the current password must
 /// match; the new one must be 12-128 characters. Every other session of the account ends; the
 /// one that made the change stays.
+///
+/// A wrong current password is a failed sign-in of the account: counted under the same limit
+/// per client id, and past it `Err(RateLimited)` without checking the password. Otherwise a
+/// session (a stolen one, say) could guess the password it would need to take the account
+/// over faster than the sign-in form allows.
 pub async fn change_password(
     store: &Store,
     account_id: i64,
@@ -217,13 +222,32 @@ pub async fn change_password(
     new_password: &str,
     origin: &Origin,
 ) -> Result<()> {
+    #[derive(sqlx::FromRow)]
+    struct Account {
+        client_id: String,
+        password_hash: String,
+    }
     let new_password = Password::parse("newPassword", new_password)?;
-    let stored: Option<String> =
-        sqlx::query_scalar("SELECT password_hash FROM accounts WHERE id = $1")
+    let account: Option<Account> =
+        sqlx::query_as("SELECT client_id, password_hash FROM accounts WHERE id = $1")
             .bind(account_id)
             .fetch_optional(store.pool())
             .await?;
-    if !verify_password(current_password, stored).await? {
+    let (attempt, stored) = match account {
+        Some(account) => {
+            let limit = throttle::SIGN_IN_PER_CLIENT_ID;
+            throttle::check(store, limit, &account.client_id).await?;
+            let attempt = throttle::count(store, limit, &account.client_id).await?;
+            (Some(attempt), Some(account.password_hash))
+        }
+        None => (None, None),
+    };
+    let verified = verify_password(current_password, stored).await;
+    // A failure stays counted; a success, or an answer that checked nothing, is taken back.
+    if !matches!(verified, Ok(false)) {
+        take_back(store, attempt.as_slice()).await;
+    }
+    if !verified? {
         return Err(crate::domain::InvalidField::new("currentPassword", "is incorrect").into());
     }
     let password_hash = hash_password(new_password).await?;
