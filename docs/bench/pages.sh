@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# A list page against the raw SQL of the same page (docs/performance.md, "List pages at the
-# database's pace").
+# A list page against the raw SQL of the same page (docs/performance.md, "Answers written with
+# serde, and a list page against its statement").
 #
 # On a fresh PostgreSQL database (docs/bench/seed.sh): LICENSES licenses issued on one account
 # through the API (wrk, license-hot.lua), `ANALYZE`. Then, alternating, RUNS times per client
 # count:
 #   - wrk: GET /v1/billing/partner/licenses?limit=LIMIT with the key (the first page);
-#   - pgbench -M prepared, the server stopped: the page's statement as the server sends it.
+#   - pgbench -M prepared, the server stopped: the page's statement, its values written in (the
+#     server binds them, under a generic plan).
 # Prints req/s, tx/s, their ratio, and the server's CPU time per request (from /proc).
 #
 # Usage: docs/bench/pages.sh [POSTGRES_ADMIN_URL]  (default postgres://postgres@127.0.0.1:5432/test)

@@ -1,25 +1,18 @@
-//! JSON bodies, in and out, published with the schema of the type's `Object` derive but read
-//! and written with serde.
+//! JSON request bodies: at most 16 KiB, unknown fields refused, every failure a
+//! `Request.ValidationFailed` problem that names the field.
 //!
-//! Requests: at most 16 KiB, unknown fields refused, every failure a
-//! `Request.ValidationFailed` problem that names the field. poem-openapi's own `Json` reports
-//! parse failures as text without the field; serde lets the error say which field is wrong
-//! without echoing its value.
-//!
-//! Answers ([`Json`]): written straight from the value. poem-openapi's `Json` first builds a
-//! `serde_json::Value` tree of the whole answer (a map node and an owned key for every member
-//! of every item), then writes that: most of the server's own work on a list page.
+//! poem-openapi's own `Json` reports parse failures as text without the field; this payload
+//! keeps the published schema (from the type's `Object` derive) but parses with serde, so the
+//! error can say which field is wrong without echoing its value. Answers are written by
+//! [`crate::answer::Json`].
 
 use std::ops::Deref;
 
-use poem::http::StatusCode;
-use poem::{IntoResponse, Request, RequestBody, Response};
-use poem_openapi::ApiResponse;
+use poem::{Request, RequestBody};
 use poem_openapi::impl_apirequest_for_payload;
 use poem_openapi::payload::{ParsePayload, Payload};
-use poem_openapi::registry::{MetaMediaType, MetaResponse, MetaResponses, MetaSchemaRef, Registry};
-use poem_openapi::types::{ToJSON, Type};
-use serde::Serialize;
+use poem_openapi::registry::{MetaSchemaRef, Registry};
+use poem_openapi::types::Type;
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
@@ -281,72 +274,6 @@ fn in_words(expected: &str) -> &str {
     }
 }
 
-/// A JSON answer: published as poem-openapi's `Json` publishes it (same content type, the
-/// type's schema), written with serde. The wire types derive both, with the same names; debug
-/// builds (every test run) check each answer against poem-openapi's rendering of it.
-#[derive(Debug)]
-pub struct Json<T>(pub T);
-
-impl<T: Type> Payload for Json<T> {
-    const CONTENT_TYPE: &'static str = "application/json; charset=utf-8";
-
-    fn check_content_type(content_type: &str) -> bool {
-        <poem_openapi::payload::Json<T> as Payload>::check_content_type(content_type)
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        T::schema_ref()
-    }
-
-    fn register(registry: &mut Registry) {
-        T::register(registry);
-    }
-}
-
-impl<T: Serialize + ToJSON> IntoResponse for Json<T> {
-    fn into_response(self) -> Response {
-        // Compared, not printed: an answer may carry a secret shown once.
-        #[cfg(debug_assertions)]
-        assert!(
-            serde_json::to_value(&self.0).ok() == self.0.to_json(),
-            "serde and the published schema disagree on {}",
-            T::name()
-        );
-        match serde_json::to_vec(&self.0) {
-            Ok(body) => Response::builder()
-                .content_type(<Self as Payload>::CONTENT_TYPE)
-                .body(body),
-            // The wire types hold strings, numbers and string-keyed maps: nothing serde
-            // cannot write.
-            Err(err) => {
-                tracing::error!(error = %err, answer = %T::name(), "an answer could not be written");
-                StatusCode::INTERNAL_SERVER_ERROR.into_response()
-            }
-        }
-    }
-}
-
-impl<T: Serialize + ToJSON> ApiResponse for Json<T> {
-    fn meta() -> MetaResponses {
-        MetaResponses {
-            responses: vec![MetaResponse {
-                description: "",
-                status: Some(200),
-                status_range: None,
-                content: vec![MetaMediaType {
-                    content_type: <Self as Payload>::CONTENT_TYPE,
-                    schema: <Self as Payload>::schema_ref(),
-                }],
-                headers: vec![],
-            }],
-        }
-    }
-
-    fn register(registry: &mut Registry) {
-        T::register(registry);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,7 +312,7 @@ mod tests {
 
     #[test]
     fn names_the_expected_type_in_words() {
-        let detail =
+        let refusal =
             |count: &str| match parse_json::<partner_billing::wire::GeneratePromoBatchRequest>(
                 format!(r#"{{"planSlug":"pro","count":{count},"idempotencyKey":"12345678"}}"#)
                     .as_bytes(),
@@ -394,7 +321,7 @@ mod tests {
                 _ => panic!("{count} was taken for a count"),
             };
         for count in ["1.5", "\"3\"", "null"] {
-            let (field, detail) = detail(count);
+            let (field, detail) = refusal(count);
             assert_eq!(field.as_deref(), Some("count"));
             assert_eq!(
                 detail, "`count` has the wrong type or value: expected a whole number.",
@@ -432,36 +359,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// An answer written with serde reads as poem-openapi's rendering of it, members that are
-    /// null included, with the same content type.
-    #[tokio::test]
-    async fn an_answer_is_written_as_the_schema_renders_it() {
-        use partner_billing::wire::{LicenseList, LicenseRecord};
-        let record = |batch: Option<&str>, expires: Option<i64>| LicenseRecord {
-            license_id: "7c1f4a52-0d0e-4d39-9a7e-3f5a1f0f2b1a".into(),
-            plan_slug: "pro".into(),
-            login: "alice \"quoted\" é".into(),
-            source: "promo".into(),
-            batch_id: batch.map(str::to_owned),
-            created_utc: 1_700_000_000,
-            starts_utc: 1_700_000_000,
-            expires_utc: expires,
-            revoked_utc: None,
-        };
-        let list = LicenseList {
-            licenses: vec![record(Some("b-1"), Some(1_702_592_000)), record(None, None)],
-            next_cursor: None,
-        };
-        let ours = Json(list.clone()).into_response();
-        let theirs = poem_openapi::payload::Json(list).into_response();
-        assert_eq!(ours.status(), StatusCode::OK);
-        assert_eq!(ours.content_type(), theirs.content_type());
-        let read = |body: Vec<u8>| serde_json::from_slice::<serde_json::Value>(&body).unwrap();
-        let ours = read(ours.into_body().into_vec().await.unwrap());
-        assert_eq!(ours, read(theirs.into_body().into_vec().await.unwrap()));
-        assert_eq!(ours["nextCursor"], serde_json::Value::Null);
-        assert_eq!(ours["licenses"][1]["batchId"], serde_json::Value::Null);
     }
 }

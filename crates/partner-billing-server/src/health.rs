@@ -5,7 +5,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use crate::ApiTags;
 use crate::AppState;
-use crate::body::Json;
+use crate::answer::Json;
 use crate::errors;
 use crate::problem::{ApiError, OpResult};
 use partner_billing::wire::ErrorCode;

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod access_log;
+mod answer;
 mod around;
 mod auth;
 mod body;

@@ -16,8 +16,9 @@ use partner_billing::wire::{
 
 use crate::ApiTags;
 use crate::AppState;
+use crate::answer::Json;
 use crate::auth::PanelAuth;
-use crate::body::{Json, JsonBody, OptionalJsonBody};
+use crate::body::{JsonBody, OptionalJsonBody};
 use crate::errors;
 use crate::origin::RequestFacts;
 use crate::problem::{ApiError, ApiResult, OpResult};

@@ -20,8 +20,9 @@ use partner_billing::wire::{
 
 use crate::ApiTags;
 use crate::AppState;
+use crate::answer::Json;
 use crate::auth::PartnerAuth;
-use crate::body::{Json, LargeJsonBody};
+use crate::body::LargeJsonBody;
 use crate::errors;
 use crate::origin::RequestFacts;
 use crate::problem::OpResult;

@@ -13,8 +13,9 @@ use partner_billing::wire::{
 
 use crate::ApiTags;
 use crate::AppState;
+use crate::answer::Json;
 use crate::auth::PanelAuth;
-use crate::body::{Json, JsonBody};
+use crate::body::JsonBody;
 use crate::errors;
 use crate::origin::RequestFacts;
 use crate::problem::OpResult;
