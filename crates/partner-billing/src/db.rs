@@ -453,9 +453,8 @@ impl Db {
     }
 
     /// Closes the pool, waiting for connections to return (the kept readers' included). On
-    /// SQLite the bookkeeping writes still waiting for their turn ([`Db::write_one_soon`]) are
-    /// written first, for up to [`BOOKKEEPING_AT_CLOSE`]: a key used just before a stop keeps
-    /// its last use.
+    /// SQLite the bookkeeping writes still waiting for their turn (`Db::write_one_soon`) are
+    /// written first, for up to 5 s: a key used just before a stop keeps its last use.
     pub async fn close(&self) {
         if let Some(turns) = &self.write_turns
             && tokio::time::timeout(BOOKKEEPING_AT_CLOSE, turns.none_waiting())
