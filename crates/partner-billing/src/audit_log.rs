@@ -154,7 +154,7 @@ const KEYSET: &str = "(e.created_utc, e.id) < ($2, $3)";
 
 /// A page of one account's trail (`$1`), ordered by the account first so that only the
 /// account's own index (account, created_utc DESC, id DESC) serves it (`dialect::owned_by`).
-static ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
+pub(crate) static ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
     format!(
         "{COLUMNS} WHERE {} AND {KEYSET} \
          ORDER BY e.account_id, e.created_utc DESC, e.id DESC LIMIT $4",
@@ -163,11 +163,19 @@ static ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
 });
 
 /// The operator's page of one account's trail (`$5`), entries at or after `$1`.
-static OPERATOR_ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
+pub(crate) static OPERATOR_ACCOUNT_PAGE: PerBackend = PerBackend::new(|backend| {
     format!(
         "{COLUMNS} WHERE {} AND e.created_utc >= $1 AND {KEYSET} \
          ORDER BY e.account_id, e.created_utc DESC, e.id DESC LIMIT $4",
         dialect::owned_by(backend, "e.account_id", "$5")
+    )
+});
+
+/// The operator's page of every account's trail, entries at or after `$1`.
+pub(crate) static OPERATOR_PAGE: PerBackend = PerBackend::new(|_| {
+    format!(
+        "{COLUMNS} WHERE e.created_utc >= $1 AND {KEYSET} \
+         ORDER BY e.created_utc DESC, e.id DESC LIMIT $4"
     )
 });
 
@@ -270,14 +278,10 @@ pub async fn operator_log(
                 .await?
         }
         None => {
-            let sql = sqlx::AssertSqlSafe(format!(
-                "{COLUMNS} WHERE e.created_utc >= $1 AND {KEYSET} \
-                 ORDER BY e.created_utc DESC, e.id DESC LIMIT $4"
-            ));
             store
                 .db()
                 .page(
-                    sqlx::query_as(sql)
+                    sqlx::query_as(OPERATOR_PAGE.get(store.backend()))
                         .bind(since)
                         .bind(after.created_utc)
                         .bind(after.id)

@@ -241,6 +241,15 @@ const PROMO_BATCH_SELECT: &str = "SELECT b.id AS row_id, b.batch_id, b.order_pub
      b.voided_utc, b.created_utc, b.created_utc + $2 AS recoverable_until_utc \
      FROM promo_batches b JOIN plans p ON p.id = b.plan_id";
 
+/// A page of the account's promo batches (`$1`), older than the cursor's id (`$3`).
+static PROMO_BATCHES_SQL: PerBackend = PerBackend::new(|backend| {
+    format!(
+        "{PROMO_BATCH_SELECT} WHERE {} AND b.id < $3 ORDER BY b.account_id DESC, b.id DESC \
+         LIMIT $4",
+        dialect::owned_by(backend, "b.account_id", "$1")
+    )
+});
+
 /// The account's promo batches, newest first, with how often their codes were redeemed.
 pub async fn list_promo_batches(
     store: &Store,
@@ -248,15 +257,10 @@ pub async fn list_promo_batches(
     page: &PageRequest,
 ) -> Result<PromoBatchList> {
     let before = page.position(store, account_id, List::PromoBatches, &[], &[i64::MAX])?[0];
-    let sql = format!(
-        "{PROMO_BATCH_SELECT} WHERE {} AND b.id < $3 ORDER BY b.account_id DESC, b.id DESC \
-         LIMIT $4",
-        dialect::owned_by(store.backend(), "b.account_id", "$1")
-    );
     let rows: Vec<PromoBatchRow> = store
         .db()
         .page(
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            sqlx::query_as(PROMO_BATCHES_SQL.get(store.backend()))
                 .bind(account_id)
                 .bind(crate::limits::PROMO_RECOVERY_WINDOW_SECONDS)
                 .bind(before)

@@ -258,7 +258,7 @@ pub async fn send_test_event(store: &Store, account_id: i64, endpoint_id: &str) 
 
 /// An endpoint's last attempts, newest first, ordered by the endpoint first so that only its
 /// own index serves them, whatever share of all attempts it holds (`dialect::owned_by`).
-static DELIVERIES_SQL: PerBackend = PerBackend::new(|backend| {
+pub(crate) static DELIVERIES_SQL: PerBackend = PerBackend::new(|backend| {
     format!(
         "SELECT ev.event_id, ev.event_type, a.attempt, a.status_code, a.error, a.attempted_utc, \
          a.next_attempt_utc \

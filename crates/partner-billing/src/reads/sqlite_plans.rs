@@ -4,7 +4,9 @@
 //! is what every database of that schema does, whatever its size. A bound the seek does not
 //! take (SQLite takes only the first column of a row value: `(user_id, id) < (?, ?)` seeks to
 //! the user and then steps over all their licenses down to the cursor) makes a deep page cost
-//! what the pages before it did together. The operator's ledger export, read in chunks, too.
+//! what the pages before it did together. The operator's ledger export, read in chunks, the
+//! promo batches, the audit trail's pages (the reseller's and the operator's) and an endpoint's
+//! deliveries too.
 //! PostgreSQL, whose plans turn on statistics, is checked from outside by the e2e
 //! `hot_path_plans`.
 
@@ -101,6 +103,41 @@ async fn every_list_page_is_one_seek_to_its_cursor() {
     ];
     for (name, sql, seek) in api_lists {
         assert_seeks(&db, name, sql, "l", seek).await;
+    }
+    let other_lists = [
+        (
+            "the promo batches",
+            sqlite(&super::PROMO_BATCHES_SQL),
+            "b",
+            "promo_batches_account (account_id=? AND rowid<?)",
+        ),
+        (
+            "an account's audit trail",
+            sqlite(&crate::audit_log::ACCOUNT_PAGE),
+            "e",
+            "audit_entries_account_time (account_id=? AND created_utc<?)",
+        ),
+        (
+            "the operator's log of one account",
+            sqlite(&crate::audit_log::OPERATOR_ACCOUNT_PAGE),
+            "e",
+            "audit_entries_account_time (account_id=? AND created_utc>? AND created_utc<?)",
+        ),
+        (
+            "the operator's log",
+            sqlite(&crate::audit_log::OPERATOR_PAGE),
+            "e",
+            "audit_entries_time (created_utc>? AND created_utc<?)",
+        ),
+        (
+            "an endpoint's deliveries",
+            sqlite(&crate::webhooks::DELIVERIES_SQL),
+            "a",
+            "webhook_attempts_endpoint (endpoint_row_id=?)",
+        ),
+    ];
+    for (name, sql, table, seek) in other_lists {
+        assert_seeks(&db, name, sql, table, seek).await;
     }
     for (name, sql, table, seek) in activity::panel_lists(Backend::Sqlite) {
         assert_seeks(&db, &name, &sql, table, &seek).await;
