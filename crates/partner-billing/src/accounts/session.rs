@@ -37,32 +37,46 @@ pub async fn create_session(
     // database (which refuses a NUL byte in text).
     let client_id = ClientId::parse("clientId", client_id).ok();
     let address = source.map(|ip| ip.to_canonical().to_string());
+    let mut limits = Vec::new();
     if let Some(client_id) = &client_id {
-        throttle::check(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id.as_str()).await?;
+        limits.push((throttle::SIGN_IN_PER_CLIENT_ID, client_id.as_str()));
     }
     if let Some(address) = &address {
-        throttle::check(store, throttle::SIGN_IN_PER_ADDRESS, address).await?;
+        limits.push((throttle::SIGN_IN_PER_ADDRESS, address.as_str()));
     }
-    let mut attempts = Vec::new();
-    if let Some(client_id) = &client_id {
-        attempts.push(
-            throttle::count(store, throttle::SIGN_IN_PER_CLIENT_ID, client_id.as_str()).await?,
-        );
+    let attempt = try_sign_in(store, client_id.clone(), password, source, request_id);
+    counted(store, &limits, attempt, |result| {
+        matches!(result, Err(Error::Unauthorized))
+    })
+    .await
+}
+
+/// Runs `attempt`, a password check, as an attempt counted against each `(limit, subject)`:
+/// refused without running past any of them; counted before it runs, so concurrent attempts
+/// cannot race past a limit; the count kept when `failed` says it failed, taken back when it
+/// succeeded or checked nothing. Sign-in and the password change count this way.
+async fn counted<T>(
+    store: &Store,
+    limits: &[(throttle::Limit, &str)],
+    attempt: impl std::future::Future<Output = Result<T>>,
+    failed: impl FnOnce(&Result<T>) -> bool,
+) -> Result<T> {
+    for &(limit, subject) in limits {
+        throttle::check(store, limit, subject).await?;
     }
-    if let Some(address) = &address {
-        match throttle::count(store, throttle::SIGN_IN_PER_ADDRESS, address).await {
-            Ok(attempt) => attempts.push(attempt),
+    let mut attempts = Vec::with_capacity(limits.len());
+    for &(limit, subject) in limits {
+        match throttle::count(store, limit, subject).await {
+            Ok(counted) => attempts.push(counted),
             Err(err) => {
                 take_back(store, &attempts).await;
                 return Err(err);
             }
         }
     }
-    let result = try_sign_in(store, client_id, password, source, request_id).await;
-    match &result {
-        // A failure stays counted; a success, or an answer that checked nothing, is taken back.
-        Err(Error::Unauthorized) => {}
-        _ => take_back(store, &attempts).await,
+    let result = attempt.await;
+    if !failed(&result) {
+        take_back(store, &attempts).await;
     }
     result
 }
@@ -233,21 +247,19 @@ pub async fn change_password(
             .bind(account_id)
             .fetch_optional(store.pool())
             .await?;
-    let (attempt, stored) = match account {
-        Some(account) => {
-            let limit = throttle::SIGN_IN_PER_CLIENT_ID;
-            throttle::check(store, limit, &account.client_id).await?;
-            let attempt = throttle::count(store, limit, &account.client_id).await?;
-            (Some(attempt), Some(account.password_hash))
-        }
-        None => (None, None),
-    };
-    let verified = verify_password(current_password, stored).await;
-    // A failure stays counted; a success, or an answer that checked nothing, is taken back.
-    if !matches!(verified, Ok(false)) {
-        take_back(store, attempt.as_slice()).await;
-    }
-    if !verified? {
+    let (client_id, stored) = account.map(|a| (a.client_id, a.password_hash)).unzip();
+    let limits: Vec<_> = client_id
+        .iter()
+        .map(|id| (throttle::SIGN_IN_PER_CLIENT_ID, id.as_str()))
+        .collect();
+    let verified = counted(
+        store,
+        &limits,
+        verify_password(current_password, stored),
+        |result| matches!(result, Ok(false)),
+    )
+    .await?;
+    if !verified {
         return Err(crate::domain::InvalidField::new("currentPassword", "is incorrect").into());
     }
     let password_hash = hash_password(new_password).await?;
