@@ -377,10 +377,9 @@ impl Db {
             self.execute_in_turn(turn, statement).await?;
             return Ok(());
         }
-        if !turns.start_waiting(&key) {
+        let Some(waiting) = turns.start_waiting(key) else {
             return Ok(());
-        }
-        let waiting = write::Waiting::new(turns.clone(), key);
+        };
         let db = self.clone();
         tokio::spawn(async move {
             let written = db.write_one(statement).await;

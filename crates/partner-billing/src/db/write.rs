@@ -78,12 +78,18 @@ impl WriteTurns {
         }
     }
 
-    /// Marks a write of `key` as waiting for a turn; `false` if one already waits.
-    pub(crate) fn start_waiting(&self, key: &str) -> bool {
-        self.waiting
+    /// Marks a write of `key` as waiting for a turn until the guard drops; `None` if one
+    /// already waits.
+    pub(crate) fn start_waiting(&self, key: String) -> Option<Waiting> {
+        let inserted = self
+            .waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_owned())
+            .insert(key.clone());
+        inserted.then(|| Waiting {
+            turns: self.clone(),
+            key,
+        })
     }
 
     /// Resolves once no bookkeeping write waits (at once if none does).
@@ -137,12 +143,6 @@ impl WriteTurns {
 pub(crate) struct Waiting {
     turns: WriteTurns,
     key: String,
-}
-
-impl Waiting {
-    pub(crate) fn new(turns: WriteTurns, key: String) -> Self {
-        Self { turns, key }
-    }
 }
 
 impl Drop for Waiting {
