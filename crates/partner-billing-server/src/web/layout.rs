@@ -47,6 +47,13 @@ struct MessagePage<'a> {
     csrf: Option<&'a str>,
 }
 
+/// Says when a refused attempt may be made again (`429` pages), as the JSON API's problems do.
+pub fn set_retry_after(response: &mut Response, seconds: u64) {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+}
+
 /// A small page saying what happened, outside the signed-in layout.
 pub fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
     render(

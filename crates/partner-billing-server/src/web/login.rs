@@ -107,11 +107,7 @@ pub async fn submit(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many sign-in attempts. Wait a few minutes and try again.",
             );
-            if let Ok(value) = retry_after_seconds.to_string().parse() {
-                response
-                    .headers_mut()
-                    .insert(poem::http::header::RETRY_AFTER, value);
-            }
+            layout::set_retry_after(&mut response, retry_after_seconds);
             response
         }
         Err(err) => {

@@ -245,10 +245,8 @@ pub async fn change_password(
         ..Outcome::default()
     };
     let mut response = render_page(&state, who, status, outcome).await;
-    if let Some(value) = retry_after.and_then(|seconds| seconds.to_string().parse().ok()) {
-        response
-            .headers_mut()
-            .insert(poem::http::header::RETRY_AFTER, value);
+    if let Some(seconds) = retry_after {
+        layout::set_retry_after(&mut response, seconds);
     }
     response
 }
