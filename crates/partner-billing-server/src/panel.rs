@@ -293,7 +293,8 @@ impl PanelApi {
     /// Change the panel password (12-128 characters).
     ///
     /// Every other session of the account ends; this one stays. A wrong `currentPassword` is
-    /// `400 Request.ValidationFailed` naming that field.
+    /// `400 Request.ValidationFailed` naming that field, and counts as a failed sign-in of the
+    /// account: past the sign-in limit, `429 Request.RateLimited` with `Retry-After`.
     #[oai(path = "/me/password", method = "put", operation_id = "changePassword")]
     async fn change_password(
         &self,

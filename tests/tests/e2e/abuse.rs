@@ -150,6 +150,10 @@ async fn a_wrong_current_password_counts_as_a_failed_sign_in(db: Db) {
         refused.body
     );
     assert!(refused.headers.contains_key("retry-after"));
+    assert!(
+        !refused.body.contains(&r.password) && !refused.body.contains("a brand new password"),
+        "the page never shows a password"
+    );
 
     app.store.clock().advance(16 * 60);
     let response = sign_in(&app.http, &app.base_url, &r.client_id, &r.password).await;
