@@ -100,7 +100,6 @@ fn show_new_key(
     created: CreatedApiKey,
 ) -> Response {
     let flash = Flash::NewApiKey(NewApiKey {
-        client_id: created.client_id,
         api_key_id: created.api_key_id,
         secret: created.secret,
     });

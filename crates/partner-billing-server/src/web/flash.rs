@@ -44,10 +44,10 @@ pub enum Flash {
     WebhookTestSent,
 }
 
-/// A key just made, as the page after its form shows it. No `Debug`: it holds the secret.
+/// A key just made, as the page after its form shows it (beside the page's own client id).
+/// No `Debug`: it holds the secret.
 #[derive(Serialize, Deserialize)]
 pub struct NewApiKey {
-    pub client_id: String,
     pub api_key_id: String,
     pub secret: String,
 }

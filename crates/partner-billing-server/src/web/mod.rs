@@ -165,7 +165,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
                 Ok(r) => r.into_response(),
                 // A path the panel does not have: a page of the panel's own (with its icon,
                 // so a browser asks for no `/favicon.ico`), not the router's plain text.
-                Err(e) if e.status() == StatusCode::NOT_FOUND => layout::message_page(
+                Err(e) if e.is::<poem::error::NotFoundError>() => layout::message_page(
                     StatusCode::NOT_FOUND,
                     "Page not found",
                     "There is no such page in the panel. Start again from the overview.",
