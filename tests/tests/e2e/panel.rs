@@ -566,6 +566,16 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
         "{}",
         missing.body
     );
+    // Signed in, it keeps the "Sign out" button every page has; signed out, it has none.
+    assert!(
+        missing.body.contains(">Sign out</button>"),
+        "{}",
+        missing.body
+    );
+    let missing_signed_out = get(&app, "/panel/no-such-page", "").await;
+    assert_eq!(missing_signed_out.status, 404);
+    assert!(missing_signed_out.body.contains("Page not found"));
+    assert!(!missing_signed_out.body.contains("Sign out"));
     let icon = get(&app, "/panel/assets/favicon.svg", "").await;
     assert_eq!(icon.status, 200);
     assert_eq!(icon.headers["content-type"], "image/svg+xml");
@@ -789,9 +799,9 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
 }
 
 /// The cookie that carries a new key's secret to the page after "Create key" opens on that
-/// page only, in the session that made the key only, and for a minute only: another page
-/// leaves it for its own, another session's page shows nothing (and drops it), and the same
-/// cookie sent again after its minute shows nothing.
+/// page only, in the session that made the key only, unaltered, and for a minute only: another
+/// page leaves it for its own, another session's page or an altered cookie shows nothing (and
+/// drops it), and the same cookie sent again after its minute shows nothing.
 async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
@@ -822,6 +832,23 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
     assert_eq!(stranger.status, 200);
     assert!(!stranger.body.contains("new-secret"));
     assert!(drops_flash(&stranger));
+    // Altered by one character: nothing shown, the cookie dropped.
+    let (name, sealed) = flash.split_once('=').unwrap();
+    let middle = sealed.len() / 2;
+    let swapped = if &sealed[middle..=middle] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    let altered = format!(
+        "{name}={}{swapped}{}",
+        &sealed[..middle],
+        &sealed[middle + 1..]
+    );
+    let tampered = get(&app, "/panel/api-keys", &format!("{cookie}; {altered}")).await;
+    assert_eq!(tampered.status, 200);
+    assert!(!tampered.body.contains("new-secret"), "{}", tampered.body);
+    assert!(drops_flash(&tampered));
     // Its own page and session: the secret, once.
     let shown = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
     assert!(

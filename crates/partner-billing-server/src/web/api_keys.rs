@@ -13,7 +13,7 @@ use partner_billing::keys;
 use partner_billing::limits::{KEY_NAME_MAX_CHARS, ROLL_GRACE_MAX_SECONDS};
 use partner_billing::wire::{ApiKeyInfo, CreatedApiKey};
 
-use super::flash::{self, Flash, NewApiKey};
+use super::flash::{self, Flash, FlashPage, NewApiKey};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -109,7 +109,7 @@ fn show_new_key(
 /// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once.
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, "/panel/api-keys");
+    let (flash, taken) = flash::take(req, &state, &who, FlashPage::ApiKeys);
     let new_secret = match flash {
         Some(Flash::NewApiKey(created)) => Some(created),
         _ => None,

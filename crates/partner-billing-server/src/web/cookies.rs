@@ -13,9 +13,6 @@ pub const SESSION_COOKIE: &str = "pb_session";
 /// The cookie carrying a message for the page after a form (see `flash`).
 pub const FLASH_COOKIE: &str = "pb_flash";
 
-/// How long a flash cookie lives in the browser (the server opens it for as long).
-const FLASH_MAX_AGE_SECONDS: i64 = super::flash::FLASH_LIFETIME_SECONDS;
-
 /// The value of the request's cookie `name`, if any.
 fn cookie<'r>(req: &'r Request, name: &str) -> Option<&'r str> {
     req.headers()
@@ -39,17 +36,19 @@ pub fn flash(req: &Request) -> Option<&str> {
     cookie(req, FLASH_COOKIE)
 }
 
-/// `Set-Cookie` value handing `sealed` to the next page.
+/// `Set-Cookie` value handing `sealed` to the next page, for as long as the server opens it.
 pub fn set_flash(req: &Request, sealed: &str) -> String {
-    format!(
-        "{FLASH_COOKIE}={sealed}{}; Max-Age={FLASH_MAX_AGE_SECONDS}",
-        attributes(req)
+    set_cookie(
+        req,
+        FLASH_COOKIE,
+        sealed,
+        super::flash::FLASH_LIFETIME_SECONDS,
     )
 }
 
 /// `Set-Cookie` value dropping the flash cookie.
 pub fn clear_flash(req: &Request) -> String {
-    format!("{FLASH_COOKIE}={}; Max-Age=0", attributes(req))
+    set_cookie(req, FLASH_COOKIE, "", 0)
 }
 
 /// Whether browsers reach the app over HTTPS, as configured (never guessed from a header a
@@ -58,24 +57,24 @@ fn is_https(req: &Request) -> bool {
     req.extensions().get::<crate::headers::Https>().is_some()
 }
 
-fn attributes(req: &Request) -> &'static str {
-    if is_https(req) {
-        "; HttpOnly; SameSite=Strict; Path=/panel; Secure"
-    } else {
-        "; HttpOnly; SameSite=Strict; Path=/panel"
-    }
+/// `Set-Cookie` value for the panel's cookie `name`: every panel cookie has the same
+/// attributes; a `max_age` of 0 drops it.
+fn set_cookie(req: &Request, name: &str, value: &str, max_age: i64) -> String {
+    let secure = if is_https(req) { "; Secure" } else { "" };
+    format!("{name}={value}; HttpOnly; SameSite=Strict; Path=/panel{secure}; Max-Age={max_age}")
 }
 
 /// `Set-Cookie` value starting a session.
 pub fn set_session(req: &Request, token: &Secret) -> String {
-    format!(
-        "{SESSION_COOKIE}={}{}; Max-Age={SESSION_LIFETIME_SECONDS}",
+    set_cookie(
+        req,
+        SESSION_COOKIE,
         token.expose(),
-        attributes(req)
+        SESSION_LIFETIME_SECONDS,
     )
 }
 
 /// `Set-Cookie` value ending the session in the browser.
 pub fn clear_session(req: &Request) -> String {
-    format!("{SESSION_COOKIE}={}; Max-Age=0", attributes(req))
+    set_cookie(req, SESSION_COOKIE, "", 0)
 }

@@ -59,12 +59,31 @@ pub struct NewWebhookEndpoint {
     pub secret: String,
 }
 
+/// A page that shows a flash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlashPage {
+    /// `/panel/api-keys`.
+    ApiKeys,
+    /// `/panel/webhooks`.
+    Webhooks,
+}
+
+impl FlashPage {
+    /// Its path, where the form's `303` leads.
+    fn path(self) -> &'static str {
+        match self {
+            Self::ApiKeys => "/panel/api-keys",
+            Self::Webhooks => "/panel/webhooks",
+        }
+    }
+}
+
 impl Flash {
     /// The page that shows it.
-    fn page(&self) -> &'static str {
+    fn page(&self) -> FlashPage {
         match self {
-            Self::NewApiKey(_) => "/panel/api-keys",
-            Self::NewWebhookEndpoint(_) | Self::WebhookTestSent => "/panel/webhooks",
+            Self::NewApiKey(_) => FlashPage::ApiKeys,
+            Self::NewWebhookEndpoint(_) | Self::WebhookTestSent => FlashPage::Webhooks,
         }
     }
 }
@@ -73,7 +92,7 @@ impl Flash {
 /// which a server always has), the page shows the failure: the key exists, and the reseller
 /// rolls it to get a secret.
 pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) -> Response {
-    let location = flash.page();
+    let location = flash.page().path();
     let sealed = Sealed {
         made_utc: state.store.now_utc(),
         flash,
@@ -93,20 +112,27 @@ pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) 
 
 /// What the page does with the request's flash cookie once it has answered: pass the answer
 /// through [`Taken::finish`].
-pub struct Taken {
-    /// The cookie held this page's message, or one that no longer opens (another session's,
-    /// altered, past its minute): dropped once the page is shown. Another page's message stays
-    /// for that page.
-    drop_cookie: bool,
-    /// The cookie held this page's message (kept for the reload if the page fails).
-    held_message: bool,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// No cookie, or another page's message: left for that page.
+    Keep,
+    /// This page's message: dropped once the page is shown (a page that fails keeps it, for
+    /// the reload).
+    Shown,
+    /// A cookie that no longer opens (another session's, altered, past its minute): dropped.
+    Unusable,
 }
 
-/// The message the request's flash cookie holds for the page `page` (its path) in this session,
-/// if any, and what to do with the cookie.
-pub fn take(req: &Request, state: &AppState, who: &SignedIn, page: &str) -> (Option<Flash>, Taken) {
+/// The message the request's flash cookie holds for `page` in this session, if any, and what
+/// to do with the cookie.
+pub fn take(
+    req: &Request,
+    state: &AppState,
+    who: &SignedIn,
+    page: FlashPage,
+) -> (Option<Flash>, Taken) {
     let Some(cookie) = cookies::flash(req) else {
-        return (None, Taken::KEEP);
+        return (None, Taken::Keep);
     };
     let opened = accounts::open_for_session(&state.store, &who.token, cookie)
         .and_then(|message| serde_json::from_slice::<Sealed>(&message).ok())
@@ -115,38 +141,62 @@ pub fn take(req: &Request, state: &AppState, who: &SignedIn, page: &str) -> (Opt
             (0..=FLASH_LIFETIME_SECONDS).contains(&age)
         });
     match opened {
-        Some(sealed) if sealed.flash.page() != page => (None, Taken::KEEP),
-        Some(sealed) => (
-            Some(sealed.flash),
-            Taken {
-                drop_cookie: true,
-                held_message: true,
-            },
-        ),
-        None => (
-            None,
-            Taken {
-                drop_cookie: true,
-                held_message: false,
-            },
-        ),
+        Some(sealed) if sealed.flash.page() != page => (None, Taken::Keep),
+        Some(sealed) => (Some(sealed.flash), Taken::Shown),
+        None => (None, Taken::Unusable),
     }
 }
 
 impl Taken {
-    /// No cookie, or another page's: nothing to do.
-    const KEEP: Self = Self {
-        drop_cookie: false,
-        held_message: false,
-    };
-
-    /// The page's answer, dropping the cookie in the browser when it held this page's message
-    /// and the page showed it (a failed page keeps it for the reload), or held nothing usable.
+    /// The page's answer, dropping the cookie in the browser when the page showed its message,
+    /// or when the cookie held nothing usable.
     pub fn finish(self, req: &Request, mut response: Response) -> Response {
-        let shown = response.status().is_success();
-        if self.drop_cookie && (shown || !self.held_message) {
+        let drop_cookie = match self {
+            Self::Keep => false,
+            Self::Shown => response.status().is_success(),
+            Self::Unusable => true,
+        };
+        if drop_cookie {
             layout::set_cookie(&mut response, &cookies::clear_flash(req));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use poem::http::StatusCode;
+    use poem::http::header::SET_COOKIE;
+
+    use super::*;
+
+    fn drops_cookie(taken: Taken, status: StatusCode) -> bool {
+        let req = Request::builder().finish();
+        let response = taken.finish(&req, Response::builder().status(status).finish());
+        response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.starts_with("pb_flash=;")))
+    }
+
+    #[test]
+    fn a_shown_message_is_dropped_and_a_failed_page_keeps_it_for_the_reload() {
+        assert!(drops_cookie(Taken::Shown, StatusCode::OK));
+        assert!(!drops_cookie(Taken::Shown, StatusCode::SERVICE_UNAVAILABLE));
+        assert!(!drops_cookie(
+            Taken::Shown,
+            StatusCode::INTERNAL_SERVER_ERROR
+        ));
+    }
+
+    #[test]
+    fn an_unusable_cookie_is_dropped_and_another_pages_message_kept() {
+        assert!(drops_cookie(Taken::Unusable, StatusCode::OK));
+        assert!(drops_cookie(
+            Taken::Unusable,
+            StatusCode::SERVICE_UNAVAILABLE
+        ));
+        assert!(!drops_cookie(Taken::Keep, StatusCode::OK));
     }
 }

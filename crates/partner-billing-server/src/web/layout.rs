@@ -73,12 +73,22 @@ pub fn signed_in_message(
     title: &str,
     message: &str,
 ) -> Response {
+    message_with_sign_out(&who.csrf, status, title, message)
+}
+
+/// As [`message_page`], with the "Sign out" button of the session whose form token is `csrf`.
+pub fn message_with_sign_out(
+    csrf: &str,
+    status: StatusCode,
+    title: &str,
+    message: &str,
+) -> Response {
     render(
         status,
         &MessagePage {
             title,
             message,
-            csrf: Some(&who.csrf),
+            csrf: Some(csrf),
         },
     )
 }

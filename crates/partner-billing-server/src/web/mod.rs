@@ -27,6 +27,11 @@ use std::collections::BTreeMap;
 use poem::http::{HeaderValue, Method, StatusCode, header};
 use poem::{Endpoint, EndpointExt, IntoResponse, Response, Route, RouteMethod};
 
+use partner_billing::accounts;
+use partner_billing::domain::Secret;
+
+use crate::AppState;
+
 /// Every panel response carries these (docs/design.md).
 const SECURITY_HEADERS: [(&str, &str); 4] = [
     (
@@ -148,6 +153,27 @@ pub fn panel_routes() -> Vec<PanelRoute> {
     ]
 }
 
+/// A path the panel does not have: a page of the panel's own (with its icon, so a browser asks
+/// for no `/favicon.ico`), not the router's plain text; for a signed-in reseller with the
+/// "Sign out" button every page has.
+async fn not_found(session: Option<(Secret, AppState)>) -> Response {
+    const TITLE: &str = "Page not found";
+    const MESSAGE: &str = "There is no such page in the panel. Start again from the overview.";
+    if let Some((token, state)) = session
+        && accounts::authenticate_session(&state.store, &token)
+            .await
+            .is_ok()
+    {
+        return layout::message_with_sign_out(
+            &csrf::token_for(&token),
+            StatusCode::NOT_FOUND,
+            TITLE,
+            MESSAGE,
+        );
+    }
+    layout::message_page(StatusCode::NOT_FOUND, TITLE, MESSAGE)
+}
+
 /// The routes under `/panel`, with the security headers on every answer.
 pub fn routes() -> impl Endpoint<Output = Response> {
     let mut paths: BTreeMap<&str, RouteMethod> = BTreeMap::new();
@@ -161,15 +187,11 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             router.at(path, methods)
         })
         .around(|ep, req| async move {
+            // Kept for the page of a path the panel does not have.
+            let session = cookies::session_token(&req).zip(req.data::<AppState>().cloned());
             let mut response = match ep.call(req).await {
                 Ok(r) => r.into_response(),
-                // A path the panel does not have: a page of the panel's own (with its icon,
-                // so a browser asks for no `/favicon.ico`), not the router's plain text.
-                Err(e) if e.is::<poem::error::NotFoundError>() => layout::message_page(
-                    StatusCode::NOT_FOUND,
-                    "Page not found",
-                    "There is no such page in the panel. Start again from the overview.",
-                ),
+                Err(e) if e.is::<poem::error::NotFoundError>() => not_found(session).await,
                 Err(e) => e.into_response(),
             };
             let headers = response.headers_mut();

@@ -15,7 +15,7 @@ use partner_billing::wire::{
     CreateWebhookEndpointRequest, CreatedWebhookEndpoint, WEBHOOK_EVENT_TYPES, WebhookEndpoint,
 };
 
-use super::flash::{self, Flash, NewWebhookEndpoint};
+use super::flash::{self, Flash, FlashPage, NewWebhookEndpoint};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -160,7 +160,7 @@ async fn render_page(
 /// test event" with its notice (see `flash`).
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, "/panel/webhooks");
+    let (flash, taken) = flash::take(req, &state, &who, FlashPage::Webhooks);
     let (new_secret, notice) = match flash {
         Some(Flash::NewWebhookEndpoint(added)) => (Some(added), None),
         Some(Flash::WebhookTestSent) => (None, Some(TEST_SENT)),
