@@ -118,7 +118,8 @@ where
         print!("{}", crate::openapi_document());
         return Ok(());
     }
-    let _log_writer = crate::logging::init(args.log_format);
+    let _log_writer =
+        crate::logging::init(args.log_format).context("cannot start the log writer")?;
     install_panic_hook();
     let tls = crate::tls::load(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
     let public_https = args

@@ -6,10 +6,11 @@
 use std::fmt;
 
 use partner_billing::request_scope;
+
+use crate::log_writer::LogGuard;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
@@ -25,23 +26,16 @@ pub enum LogFormat {
     Json,
 }
 
-/// Log lines queued for the writer thread at most (a few MB); past that, loggers wait.
-const LINES_QUEUED: usize = 16_384;
-
-/// Installs the process's subscriber, writing to stdout from a thread of its own: a request
-/// hands its line over and goes on (a license group commits its next transaction without
-/// waiting on a write per license), and lines reach stdout in batches, flushed whenever the
-/// queue empties. Never lossy: when the queue is full (16 384 lines), loggers wait. Keep the
-/// guard until the process ends; dropping it writes out what is queued.
-pub fn init(format: LogFormat) -> WorkerGuard {
+/// Installs the process's subscriber, writing to stdout from a thread of its own
+/// ([`crate::log_writer`]): a request hands its line over and goes on (a license group commits
+/// its next transaction without waiting on a write per license), and lines reach stdout in
+/// batches, a few milliseconds after the first line of each. Never lossy. Keep the guard until
+/// the process ends; dropping it writes out what is left.
+pub fn init(format: LogFormat) -> std::io::Result<LogGuard> {
     let filter =
         EnvFilter::try_from_env("PARTNER_BILLING_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let (writer, guard) = NonBlockingBuilder::default()
-        .lossy(false)
-        .buffered_lines_limit(LINES_QUEUED)
-        .thread_name("log-writer")
-        .finish(std::io::BufWriter::new(std::io::stdout()));
+    let (writer, guard) = crate::log_writer::start(std::io::stdout())?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
@@ -50,7 +44,7 @@ pub fn init(format: LogFormat) -> WorkerGuard {
         LogFormat::Text => builder.event_format(TextLines).init(),
         LogFormat::Json => builder.with_ansi(false).event_format(JsonLines).init(),
     }
-    guard
+    Ok(guard)
 }
 
 /// The `text` format: `<timestamp> <LEVEL> request{request_id=…}: <target>: <message> <fields>`,
