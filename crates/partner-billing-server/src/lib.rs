@@ -18,7 +18,7 @@ pub mod errors;
 mod guard;
 mod headers;
 mod health;
-pub mod log_writer;
+mod log_writer;
 pub mod logging;
 pub mod metrics;
 mod origin;

@@ -27,7 +27,7 @@ pub enum LogFormat {
 }
 
 /// Installs the process's subscriber, writing to stdout from a thread of its own
-/// ([`crate::log_writer`]): a request hands its line over and goes on (a license group commits
+/// (`log_writer`): a request hands its line over and goes on (a license group commits
 /// its next transaction without waiting on a write per license), and lines reach stdout in
 /// batches, a few milliseconds after the first line of each. Never lossy. Keep the guard until
 /// the process ends; dropping it writes out what is left.
