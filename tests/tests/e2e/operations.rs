@@ -383,6 +383,11 @@ async fn json_logs_are_one_object_per_line_with_the_request_id() {
     let status =
         tokio::task::block_in_place(|| server.terminate(Duration::from_secs(15))).expect("exits");
     assert!(status.success());
+    // The log's writer gathers lines before writing them: a normal stop writes out the last.
+    let last = server
+        .wait_for_log("\"message\":\"stopped\"", Duration::from_secs(10))
+        .expect("the last line, written out at the stop");
+    assert!(serde_json::from_str::<Value>(&last).is_ok(), "{last}");
 }
 
 /// A license written by the group commit (the default), in a task of its own: its "license

@@ -187,8 +187,10 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             router.at(path, methods)
         })
         .around(|ep, req| async move {
-            // Kept for the page of a path the panel does not have.
-            let session = cookies::session_token(&req).zip(req.data::<AppState>().cloned());
+            // Kept for the page of a path the panel does not have; only a request with a
+            // session cookie pays for the state's clone.
+            let session = cookies::session_token(&req)
+                .and_then(|token| Some((token, req.data::<AppState>()?.clone())));
             let mut response = match ep.call(req).await {
                 Ok(r) => r.into_response(),
                 Err(e) if e.is::<poem::error::NotFoundError>() => not_found(session).await,
