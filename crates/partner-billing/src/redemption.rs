@@ -9,10 +9,8 @@ pub mod attempts;
 
 use std::fmt;
 
-use uuid::Uuid;
-
 use crate::db::{Tx, is_unique_violation};
-use crate::domain::{IdempotencyKey, Login, PlanId, UserId};
+use crate::domain::{IdempotencyKey, LicenseId, Login, PlanId, UserId};
 use crate::error::{Error, Result};
 use crate::idempotency::{self, Fingerprint, Keyed, KeyedRequest, KeyedWrite, Outcome, Scope};
 use crate::operators::OperatorIdentity;
@@ -263,7 +261,7 @@ async fn grant_license(
     if counted.rows_affected() == 0 {
         return Err(Error::CodeExhausted);
     }
-    let license_id = Uuid::new_v4().to_string();
+    let license_id = LicenseId::generate().to_string();
     // A perpetual plan the login holds already: refused, and the rollback gives the code its
     // redemption back. Else the license starts where the login's latest one of the plan ends.
     let head = subscriptions::lock_head(tx, user_id.get(), code.plan_id.get(), now).await?;

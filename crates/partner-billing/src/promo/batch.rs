@@ -12,7 +12,7 @@ use super::code::{display_code, draw_code, draw_codes};
 use super::recovery;
 use crate::crypto::MasterKey;
 use crate::db::{Tx, dialect};
-use crate::domain::{IdempotencyKey, InvalidField, PlanSlug};
+use crate::domain::{IdempotencyKey, InvalidField, PlanSlug, PromoBatchId};
 use crate::error::{Error, Result};
 use crate::events::{EventData, Subscribers};
 use crate::faults::{FaultPoint, HoldPoint};
@@ -138,7 +138,7 @@ pub async fn generate_promo_batch(
             Keyed::Fresh(write) => write.abandon().await,
         }
     }
-    let batch_id = Uuid::new_v4().to_string();
+    let batch_id = PromoBatchId::generate().to_string();
     let size = usize::try_from(request.count).map_err(|_| Error::PromoGenerationFailed)?;
     let mut drawn = DrawnBatch::draw(store, key, batch_id, size)?;
 

@@ -15,6 +15,8 @@ pub struct Measured {
     pub ok: u64,
     /// Failed requests (non-2xx or transport error).
     pub errors: u64,
+    /// Every request answered, the warm-up's included.
+    pub attempts: u64,
     /// From the window's start to the end of its last counted request.
     pub window: Duration,
     /// Latency of each success, sorted, in nanoseconds.
@@ -47,6 +49,7 @@ impl Measured {
 struct WorkerResult {
     ok: u64,
     errors: u64,
+    attempts: u64,
     last_done: Option<Instant>,
     latencies_ns: Vec<u64>,
     error_samples: Vec<String>,
@@ -75,6 +78,7 @@ where
             let mut result = WorkerResult {
                 ok: 0,
                 errors: 0,
+                attempts: 0,
                 last_done: None,
                 latencies_ns: Vec::new(),
                 error_samples: Vec::new(),
@@ -88,6 +92,7 @@ where
                 let outcome = op(worker, seq).await;
                 let done = Instant::now();
                 seq += 1;
+                result.attempts += 1;
                 if started < window_start {
                     continue;
                 }
@@ -125,6 +130,7 @@ where
         };
         measured.ok += result.ok;
         measured.errors += result.errors;
+        measured.attempts += result.attempts;
         measured.latencies_ns.extend(result.latencies_ns);
         for sample in result.error_samples {
             if measured.error_samples.len() < ERROR_SAMPLES

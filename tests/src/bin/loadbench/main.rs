@@ -14,8 +14,10 @@
 //! server binary (a separate process, built by `cargo build -p partner-billing-server` in this
 //! tool's profile unless `--server-bin` names one), drives it for the warm-up and the measured
 //! window, reads the server's peak RSS (VmHWM), stops it, and runs the raw baseline for the same
-//! window. Figures never fail the run; a tool failure (server does not start, seeding fails, a
-//! scenario completes no request at all) exits non-zero.
+//! window. Each run, HTTP or raw, starts right after a `CHECKPOINT`, and on PostgreSQL the
+//! report gives the write-ahead log each took per request (`wal.rs`). Figures never fail the
+//! run; a tool failure (server does not start, seeding fails, a scenario completes no request
+//! at all) exits non-zero.
 #![forbid(unsafe_code)]
 
 mod driver;
@@ -26,6 +28,7 @@ mod raw;
 mod report;
 mod seed;
 mod server;
+mod wal;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -373,14 +376,18 @@ async fn run_scenarios(
             if scenario == Scenario::Promo {
                 empty_promo_codes(&fresh.url).await?;
             }
+            let before = wal::checkpoint(&fresh.url).await?;
             let (http, rss) = http_run(
                 args, server_bin, fresh, seeded, scenario, clients, warmup, measure,
             )
             .await?;
+            let http_wal = wal::since(&fresh.url, before, http.attempts).await?;
             if scenario == Scenario::Promo {
                 empty_promo_codes(&fresh.url).await?;
             }
+            let before = wal::checkpoint(&fresh.url).await?;
             let raw = raw_run(fresh, seeded, scenario, clients, warmup, measure).await?;
+            let raw_wal = wal::since(&fresh.url, before, raw.attempts).await?;
             for (path, measured) in [("HTTP", &http), ("raw", &raw)] {
                 if measured.ok == 0 {
                     bail!(
@@ -394,7 +401,7 @@ async fn run_scenarios(
             for sample in &http.error_samples {
                 eprintln!("loadbench: {} HTTP error: {sample}", scenario.name());
             }
-            let entry = ScenarioReport::new(scenario, &http, &raw, &rss);
+            let entry = ScenarioReport::new(scenario, &http, &raw, &rss, [http_wal, raw_wal]);
             eprintln!(
                 "loadbench: {} {clients} clients {}: {:.0} req/s (raw {:.0}), p50 {:.2} ms (raw {:.2}), {} errors, peak RSS {:.1} MiB [{:.0} s]",
                 fresh.label(),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::driver::Measured;
 use crate::lists::ListsReport;
 use crate::seed::Seeded;
+use crate::wal::WalDelta;
 use crate::{Args, Rss, Scenario};
 
 /// What goes to stdout.
@@ -63,16 +64,25 @@ pub struct ScenarioReport {
     pub raw: PathFigures,
     pub peak_rss_kib: u64,
     pub idle_rss_kib: u64,
+    /// PostgreSQL: what the write-ahead log took during the HTTP run and the raw one.
+    pub wal: [Option<WalDelta>; 2],
 }
 
 impl ScenarioReport {
-    pub fn new(scenario: Scenario, http: &Measured, raw: &Measured, rss: &Rss) -> Self {
+    pub fn new(
+        scenario: Scenario,
+        http: &Measured,
+        raw: &Measured,
+        rss: &Rss,
+        wal: [Option<WalDelta>; 2],
+    ) -> Self {
         Self {
             scenario,
             http: PathFigures::from(http),
             raw: PathFigures::from(raw),
             peak_rss_kib: rss.peak,
             idle_rss_kib: rss.idle_peak,
+            wal,
         }
     }
 
@@ -337,6 +347,7 @@ impl Report {
                         "raw": s.raw.json(),
                         "throughputRatio": round(s.throughput_ratio(), 3),
                         "p50Ratio": round(s.p50_ratio(), 3),
+                        "wal": {"http": s.wal[0].map(wal_json), "raw": s.wal[1].map(wal_json)},
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -384,6 +395,41 @@ impl Report {
 
     pub fn json_text(&self) -> String {
         serde_json::to_string_pretty(&self.json()).unwrap_or_default()
+    }
+
+    /// Per request, what the write-ahead log took in each run (PostgreSQL), warm-up included.
+    fn wal_table(&self, out: &mut String) {
+        let rows: Vec<_> = self
+            .runs
+            .iter()
+            .flat_map(|run| run.scenarios.iter().map(move |s| (run, s)))
+            .filter_map(|(run, s)| Some((run, s, s.wal[0]?, s.wal[1]?)))
+            .collect();
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\nWrite-ahead log per request, each run started right after a CHECKPOINT (warm-up \
+             included):\n\n\
+             | database | clients | scenario | HTTP bytes | HTTP full-page images | HTTP checkpoints begun | raw bytes | raw full-page images | raw checkpoints begun |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|---:|"
+        );
+        for (run, s, http, raw) in rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.0} | {:.2} | {} | {:.0} | {:.2} | {} |",
+                run.label(),
+                run.clients,
+                s.scenario.name(),
+                http.bytes_per_request(),
+                http.full_page_images_per_request(),
+                http.checkpoints,
+                raw.bytes_per_request(),
+                raw.full_page_images_per_request(),
+                raw.checkpoints,
+            );
+        }
     }
 
     pub fn table(&self) -> String {
@@ -437,6 +483,7 @@ impl Report {
                 );
             }
         }
+        self.wal_table(&mut out);
         let ratios = self.history_ratios();
         if !ratios.is_empty() {
             let _ = writeln!(
@@ -522,6 +569,17 @@ impl Report {
         }
         out
     }
+}
+
+fn wal_json(wal: WalDelta) -> Value {
+    json!({
+        "requests": wal.requests,
+        "bytes": wal.bytes,
+        "fullPageImages": wal.full_page_images,
+        "checkpointsBegun": wal.checkpoints,
+        "bytesPerRequest": round(wal.bytes_per_request(), 0),
+        "fullPageImagesPerRequest": round(wal.full_page_images_per_request(), 3),
+    })
 }
 
 fn target(run: &RunReport, what: &str, value: f64, met: bool) -> Value {

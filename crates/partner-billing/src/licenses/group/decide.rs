@@ -3,11 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use uuid::Uuid;
-
 use super::pending::Pending;
 use super::read::GroupRead;
 use super::writes::{Charge, Writes};
+use crate::domain::LicenseId;
 use crate::error::{Error, Result};
 use crate::idempotency::{Fingerprint, KeyBatch, Keyed, KeyedRequest, Scope};
 use crate::store::{FaultPoint, Store};
@@ -142,7 +141,7 @@ pub(super) fn decide(
         heads.insert(chain, period.head());
         remaining.insert(row, balance - 1);
         let license = License {
-            license_id: Uuid::new_v4().to_string(),
+            license_id: LicenseId::generate().to_string(),
             plan_slug: pending.request.plan.to_string(),
             login: pending.request.login.to_string(),
             remaining_balance: balance - 1,
