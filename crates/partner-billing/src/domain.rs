@@ -210,8 +210,9 @@ macro_rules! uuid_id {
 
             /// A fresh time-ordered (v7) id: its millisecond first, then random bits (74 of
             /// them, the first 42 a counter that keeps the ids of one process in order). Each
-            /// new id sorts after the ones before it, so its unique index grows at its right
-            /// edge like the table's own key, instead of writing a random leaf of an index
+            /// new id sorts after the ones before it, so its unique index grows at one place
+            /// (its right edge; on a database that holds older random ids, the end of the
+            /// time-ordered ones among them), instead of writing a random leaf of an index
             /// that grows with history past what the database keeps in memory. The time it
             /// shows is the row's `createdUtc`, which is public anyway.
             pub fn generate() -> Self {

@@ -376,18 +376,18 @@ async fn run_scenarios(
             if scenario == Scenario::Promo {
                 empty_promo_codes(&fresh.url).await?;
             }
-            let before = wal::checkpoint(&fresh.url).await?;
+            let start = wal::checkpoint(&fresh.url).await?;
             let (http, rss) = http_run(
                 args, server_bin, fresh, seeded, scenario, clients, warmup, measure,
             )
             .await?;
-            let http_wal = wal::since(&fresh.url, before, http.attempts).await?;
+            let http_wal = wal::since(&fresh.url, start, http.attempts).await?;
             if scenario == Scenario::Promo {
                 empty_promo_codes(&fresh.url).await?;
             }
-            let before = wal::checkpoint(&fresh.url).await?;
+            let start = wal::checkpoint(&fresh.url).await?;
             let raw = raw_run(fresh, seeded, scenario, clients, warmup, measure).await?;
-            let raw_wal = wal::since(&fresh.url, before, raw.attempts).await?;
+            let raw_wal = wal::since(&fresh.url, start, raw.attempts).await?;
             for (path, measured) in [("HTTP", &http), ("raw", &raw)] {
                 if measured.ok == 0 {
                     bail!(

@@ -227,7 +227,7 @@ impl Inner {
             .map_err(err)?
             .ok_or("unknown login")?;
         let now = self.store.now_utc();
-        let license_id = uuid::Uuid::new_v4().to_string();
+        let license_id = partner_billing::domain::LicenseId::generate().to_string();
         let actor = format!("api_key:{}", auth.api_key_id);
         // quota.rs `debit`: the conditional UPDATE…
         let remaining: i64 = sqlx::query_scalar(

@@ -347,7 +347,7 @@ impl Report {
                         "raw": s.raw.json(),
                         "throughputRatio": round(s.throughput_ratio(), 3),
                         "p50Ratio": round(s.p50_ratio(), 3),
-                        "wal": {"http": s.wal[0].map(wal_json), "raw": s.wal[1].map(wal_json)},
+                        "wal": {"http": s.wal[0].map(|w| w.json()), "raw": s.wal[1].map(|w| w.json())},
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -395,41 +395,6 @@ impl Report {
 
     pub fn json_text(&self) -> String {
         serde_json::to_string_pretty(&self.json()).unwrap_or_default()
-    }
-
-    /// Per request, what the write-ahead log took in each run (PostgreSQL), warm-up included.
-    fn wal_table(&self, out: &mut String) {
-        let rows: Vec<_> = self
-            .runs
-            .iter()
-            .flat_map(|run| run.scenarios.iter().map(move |s| (run, s)))
-            .filter_map(|(run, s)| Some((run, s, s.wal[0]?, s.wal[1]?)))
-            .collect();
-        if rows.is_empty() {
-            return;
-        }
-        let _ = writeln!(
-            out,
-            "\nWrite-ahead log per request, each run started right after a CHECKPOINT (warm-up \
-             included):\n\n\
-             | database | clients | scenario | HTTP bytes | HTTP full-page images | HTTP checkpoints begun | raw bytes | raw full-page images | raw checkpoints begun |\n\
-             |---|---:|---|---:|---:|---:|---:|---:|---:|"
-        );
-        for (run, s, http, raw) in rows {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.0} | {:.2} | {} | {:.0} | {:.2} | {} |",
-                run.label(),
-                run.clients,
-                s.scenario.name(),
-                http.bytes_per_request(),
-                http.full_page_images_per_request(),
-                http.checkpoints,
-                raw.bytes_per_request(),
-                raw.full_page_images_per_request(),
-                raw.checkpoints,
-            );
-        }
     }
 
     pub fn table(&self) -> String {
@@ -483,7 +448,7 @@ impl Report {
                 );
             }
         }
-        self.wal_table(&mut out);
+        crate::wal::table(&self.runs, &mut out);
         let ratios = self.history_ratios();
         if !ratios.is_empty() {
             let _ = writeln!(
@@ -571,17 +536,6 @@ impl Report {
     }
 }
 
-fn wal_json(wal: WalDelta) -> Value {
-    json!({
-        "requests": wal.requests,
-        "bytes": wal.bytes,
-        "fullPageImages": wal.full_page_images,
-        "checkpointsBegun": wal.checkpoints,
-        "bytesPerRequest": round(wal.bytes_per_request(), 0),
-        "fullPageImagesPerRequest": round(wal.full_page_images_per_request(), 3),
-    })
-}
-
 fn target(run: &RunReport, what: &str, value: f64, met: bool) -> Value {
     json!({
         "database": run.label(),
@@ -592,7 +546,7 @@ fn target(run: &RunReport, what: &str, value: f64, met: bool) -> Value {
     })
 }
 
-fn round(value: f64, places: i32) -> Value {
+pub fn round(value: f64, places: i32) -> Value {
     if !value.is_finite() {
         return Value::Null;
     }
