@@ -432,6 +432,22 @@ impl ProcessReplicas {
     }
 }
 
+/// Checks an id as the service issues `licenseId` and `batchId`: a hyphenated lower-case UUID,
+/// time-ordered (version 7), so that an id made later sorts after it.
+pub fn assert_time_ordered_id(id: &str) {
+    let parsed = uuid::Uuid::parse_str(id).unwrap_or_else(|e| panic!("{id}: {e}"));
+    assert_eq!(
+        id,
+        parsed.hyphenated().to_string(),
+        "hyphenated, lower case"
+    );
+    assert_eq!(
+        parsed.get_version_num(),
+        7,
+        "{id}: time-ordered (version 7)"
+    );
+}
+
 /// Writes a file readable by its owner only (mode 0600), as a master key file must be.
 pub fn write_private(path: &std::path::Path, bytes: &[u8]) {
     std::fs::write(path, bytes).expect("write private file");

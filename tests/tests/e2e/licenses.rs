@@ -64,6 +64,7 @@ async fn issue_replay_and_reuse(db: Db) {
         ]
     );
     assert!(uuid::Uuid::parse_str(license["licenseId"].as_str().unwrap()).is_ok());
+    partner_billing_tests::assert_time_ordered_id(license["licenseId"].as_str().unwrap());
     assert_eq!(license["planSlug"], "pro");
     assert_eq!(license["login"], "alice@example.com");
     assert_eq!(license["remainingBalance"], 2);
@@ -107,6 +108,11 @@ async fn issue_replay_and_reuse(db: Db) {
         .await
         .unwrap();
     assert!(!issued.replayed);
+    partner_billing_tests::assert_time_ordered_id(&issued.value.license_id);
+    assert!(
+        issued.value.license_id.as_str() > license["licenseId"].as_str().unwrap(),
+        "a license issued later has a later id"
+    );
     assert_eq!(issued.value.expires_utc, None);
     assert_eq!(issued.value.remaining_balance, 0);
     let again = sdk

@@ -157,6 +157,7 @@ async fn batch_of_ten_and_its_replay(db: Db) {
         ]
     );
     assert!(uuid::Uuid::parse_str(batch["batchId"].as_str().unwrap()).is_ok());
+    partner_billing_tests::assert_time_ordered_id(batch["batchId"].as_str().unwrap());
     assert!(uuid::Uuid::parse_str(batch["orderPublicId"].as_str().unwrap()).is_ok());
     assert_eq!(batch["planSlug"], "pro");
     assert_eq!(batch["remainingBalance"], 15);

@@ -52,6 +52,7 @@ async fn redemption_and_identical_replay(db: Db) {
         ]
     );
     assert!(uuid::Uuid::parse_str(license["licenseId"].as_str().unwrap()).is_ok());
+    partner_billing_tests::assert_time_ordered_id(license["licenseId"].as_str().unwrap());
     assert_eq!(license["planSlug"], "pro");
     assert_eq!(license["login"], "alice");
     assert_eq!(license["source"], "promo");
