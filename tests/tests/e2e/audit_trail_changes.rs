@@ -154,7 +154,7 @@ async fn an_alert_set_to_its_current_value_writes_no_entry(db: Db) {
         &[("csrf", &field), ("alert:pro", "3")],
     )
     .await;
-    assert_eq!(saved.status, 200, "{}", saved.body);
+    assert_eq!(saved.status, 303, "{}", saved.body);
     assert_eq!(alerts_set().await, 1);
     set(4).await;
     set(0).await;

@@ -703,8 +703,14 @@ async fn settings_password_change_ends_other_sessions(db: Db) {
         ],
     )
     .await;
-    assert_eq!(changed.status, 200);
-    assert!(changed.body.contains("Password changed."));
+    // Post/Redirect/Get: a reload of the page that says so sends no password again (it would
+    // now be the wrong one, and count as a failed sign-in).
+    assert_eq!(changed.headers[LOCATION], "/panel/settings");
+    let shown = follow(&app, &changed, &here).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.body.contains("Password changed."));
+    let reloaded = get(&app, "/panel/settings", &here).await;
+    assert!(!reloaded.body.contains("Password changed."), "shown once");
     assert_eq!(
         get(&app, "/panel", &here).await.status,
         200,

@@ -277,9 +277,11 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
         ],
     )
     .await;
-    assert_eq!(saved.status, 200, "{}", saved.body);
-    assert!(saved.body.contains("Low-balance alerts saved."));
-    assert!(saved.body.contains("name=\"alert:pro\""));
+    assert_eq!(saved.headers[LOCATION], "/panel/settings", "{}", saved.body);
+    let shown = follow(&app, &saved, &cookie).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.body.contains("Low-balance alerts saved."));
+    assert!(shown.body.contains("name=\"alert:pro\""));
     let overview = get(&app, "/panel", &cookie).await;
     assert!(
         alert_cell(&overview.body, "pro").contains(">5<"),
@@ -339,7 +341,7 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
         &[("csrf", token.as_str()), ("alert:pro", "0")],
     )
     .await;
-    assert_eq!(off.status, 200);
+    assert_eq!(off.status, 303);
     let overview = get(&app, "/panel", &cookie).await;
     assert!(alert_cell(&overview.body, "pro").contains("off"));
 }

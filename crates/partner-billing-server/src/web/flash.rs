@@ -1,5 +1,6 @@
 //! What the page after a form shows once: a new API key's secret, a new webhook endpoint's
-//! signing secret, the notice that a test event is on its way.
+//! signing secret, the notice that a test event is on its way, that a password was changed or
+//! the alerts saved.
 //!
 //! A form that makes something answers `303 See Other` to its page (Post/Redirect/Get), with
 //! the message in the cookie `pb_flash`: sealed under the master key and bound to the session
@@ -42,6 +43,10 @@ pub enum Flash {
     NewWebhookEndpoint(NewWebhookEndpoint),
     /// "Send test event": the event is queued.
     WebhookTestSent,
+    /// "Change password": done, every other session signed out.
+    PasswordChanged,
+    /// "Save alerts": saved.
+    AlertsSaved,
 }
 
 /// A key just made, as the page after its form shows it (beside the page's own client id).
@@ -66,6 +71,8 @@ pub enum FlashPage {
     ApiKeys,
     /// `/panel/webhooks`.
     Webhooks,
+    /// `/panel/settings`.
+    Settings,
 }
 
 impl FlashPage {
@@ -74,6 +81,7 @@ impl FlashPage {
         match self {
             Self::ApiKeys => "/panel/api-keys",
             Self::Webhooks => "/panel/webhooks",
+            Self::Settings => "/panel/settings",
         }
     }
 }
@@ -84,6 +92,7 @@ impl Flash {
         match self {
             Self::NewApiKey(_) => FlashPage::ApiKeys,
             Self::NewWebhookEndpoint(_) | Self::WebhookTestSent => FlashPage::Webhooks,
+            Self::PasswordChanged | Self::AlertsSaved => FlashPage::Settings,
         }
     }
 }

@@ -1,10 +1,13 @@
 //! `GET /panel/settings`: change the password (the same core function as the JSON API) and
-//! set the low-balance alert of each product the account has a balance for.
+//! set the low-balance alert of each product the account has a balance for. A form that
+//! succeeds answers `303` to the page, which says so once (`flash`): a reload sends nothing
+//! again (a second password change would now present the wrong current password, and count
+//! as a failed sign-in). A refused form is answered with the page and its message.
 
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::Data;
-use poem::{Response, handler};
+use poem::{Request, Response, handler};
 use serde::Deserialize;
 
 use partner_billing::Error;
@@ -14,6 +17,7 @@ use partner_billing::limits::{
 };
 use partner_billing::{accounts, quota, webhooks};
 
+use super::flash::{self, Flash, FlashPage};
 use super::layout;
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -104,15 +108,34 @@ async fn render_page(
     )
 }
 
+/// The messages shown after a form that succeeded, once.
+const PASSWORD_CHANGED: &str =
+    "Password changed. Every other session of this account has been signed out.";
+const ALERTS_SAVED: &str = "Low-balance alerts saved.";
+
 #[handler]
-pub async fn page(who: SignedIn, state: Data<&AppState>) -> Response {
-    render_page(&state, who, StatusCode::OK, Outcome::default()).await
+pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
+    let (flash, taken) = flash::take(req, &state, &who, FlashPage::Settings);
+    let outcome = match flash {
+        Some(Flash::PasswordChanged) => Outcome {
+            notice: Some(PASSWORD_CHANGED),
+            ..Outcome::default()
+        },
+        Some(Flash::AlertsSaved) => Outcome {
+            alerts_notice: Some(ALERTS_SAVED),
+            ..Outcome::default()
+        },
+        _ => Outcome::default(),
+    };
+    let response = render_page(&state, who, StatusCode::OK, outcome).await;
+    taken.finish(req, response)
 }
 
 /// `POST /panel/settings/alerts`: "Save alerts". Every value is checked before any is saved,
 /// so a refused form changes nothing.
 #[handler]
 pub async fn save_alerts(
+    req: &Request,
     SignedInForm { who, form: fields }: SignedInForm<Vec<(String, String)>>,
     state: Data<&AppState>,
 ) -> Response {
@@ -166,11 +189,7 @@ pub async fn save_alerts(
             Err(err) => return layout::failure_for(&who, err),
         }
     }
-    let outcome = Outcome {
-        alerts_notice: Some("Low-balance alerts saved."),
-        ..Outcome::default()
-    };
-    render_page(&state, who, StatusCode::OK, outcome).await
+    flash::see_other(req, &state, &who, Flash::AlertsSaved)
 }
 
 #[derive(Deserialize)]
@@ -184,6 +203,7 @@ pub struct PasswordForm {
 /// `POST /panel/settings/password`: every other session of the account ends.
 #[handler]
 pub async fn change_password(
+    req: &Request,
     SignedInForm { who, form }: SignedInForm<PasswordForm>,
     state: Data<&AppState>,
 ) -> Response {
@@ -208,23 +228,17 @@ pub async fn change_password(
         .await
     };
     let mut retry_after = None;
-    let (status, notice, error) = match outcome {
-        Ok(()) => (
-            StatusCode::OK,
-            Some("Password changed. Every other session of this account has been signed out."),
-            None,
-        ),
+    let (status, error) = match outcome {
+        Ok(()) => return flash::see_other(req, &state, &who, Flash::PasswordChanged),
         Err(Error::Validation(invalid)) if invalid.field == "currentPassword" => (
             StatusCode::BAD_REQUEST,
-            None,
-            Some("The current password is incorrect.".to_owned()),
+            "The current password is incorrect.".to_owned(),
         ),
         Err(Error::Validation(_)) => (
             StatusCode::BAD_REQUEST,
-            None,
-            Some(format!(
+            format!(
                 "The new password must be {PASSWORD_MIN_CHARS} to {PASSWORD_MAX_CHARS} characters."
-            )),
+            ),
         ),
         // Wrong current passwords count as failed sign-ins of the account.
         Err(Error::RateLimited {
@@ -233,15 +247,13 @@ pub async fn change_password(
             retry_after = Some(retry_after_seconds);
             (
                 StatusCode::TOO_MANY_REQUESTS,
-                None,
-                Some("Too many wrong passwords. Wait a few minutes and try again.".to_owned()),
+                "Too many wrong passwords. Wait a few minutes and try again.".to_owned(),
             )
         }
         Err(err) => return layout::failure_for(&who, err),
     };
     let outcome = Outcome {
-        notice,
-        error,
+        error: Some(error),
         ..Outcome::default()
     };
     let mut response = render_page(&state, who, status, outcome).await;
