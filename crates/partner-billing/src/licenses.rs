@@ -72,7 +72,7 @@ pub async fn user_licenses(store: &Store, login: &Login) -> Result<UserLicenses>
         expires_utc: Option<i64>,
         revoked_utc: Option<i64>,
     }
-    // One statement on a kept connection: the login, then its licenses by `licenses_user`.
+    // One statement on a kept connection: the login, then its licenses by `licenses_user_plan_end`.
     let query = sqlx::query_as::<_, Row>(
         "SELECT l.license_id, p.slug AS plan_slug, l.source, a.client_id, l.batch_id, \
          l.created_utc, l.starts_utc, l.expires_utc, l.revoked_utc \

@@ -33,7 +33,7 @@ pub async fn entitlements(store: &Store, login: &Login) -> Result<Entitlements> 
         active_until_utc: Option<i64>,
     }
     let now = store.now_utc();
-    // One statement on a kept connection: the login, then its licenses by `licenses_user`.
+    // One statement on a kept connection: the login, then its licenses by `licenses_user_plan_end`.
     let query = sqlx::query_as::<_, Row>(
         "SELECT p.slug AS plan_slug, min(l.starts_utc) AS active_from_utc, \
          CASE WHEN count(l.id) > count(l.expires_utc) THEN NULL ELSE max(l.expires_utc) END \
