@@ -709,6 +709,7 @@ async fn settings_password_change_ends_other_sessions(db: Db) {
     let shown = follow(&app, &changed, &here).await;
     assert_eq!(shown.status, 200);
     assert!(shown.body.contains("Password changed."));
+    // The browser dropped the message's cookie (`follow` checked it): a reload shows nothing.
     let reloaded = get(&app, "/panel/settings", &here).await;
     assert!(!reloaded.body.contains("Password changed."), "shown once");
     assert_eq!(

@@ -2,7 +2,8 @@
 //! signing secret, the notice that a test event is on its way, that a password was changed or
 //! the alerts saved.
 //!
-//! A form that makes something answers `303 See Other` to its page (Post/Redirect/Get), with
+//! A form that makes or changes something answers `303 See Other` to its page when it succeeds
+//! (Post/Redirect/Get), with
 //! the message in the cookie `pb_flash`: sealed under the master key and bound to the session
 //! (`accounts::seal_for_session`), with the time it was made; it opens for
 //! [`FLASH_LIFETIME_SECONDS`] only, on its own page only. The page shows it and drops the
