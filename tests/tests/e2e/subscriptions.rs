@@ -23,6 +23,7 @@ both_databases!(
     requests_of_one_group_stack_on_each_other,
     entitlements_fold_the_licenses,
     the_panel_revokes_after_a_confirmation,
+    the_panel_revoke_keeps_the_login_filter_and_says_what_a_later_license_loses,
     a_revocation_sends_one_event,
 );
 
@@ -567,6 +568,75 @@ async fn the_panel_revokes_after_a_confirmation(db: Db) {
         "no button on a revoked license"
     );
     assert_eq!(app.balance(&r, "pro").await, Some(4));
+    app.stop().await;
+}
+
+async fn the_panel_revoke_keeps_the_login_filter_and_says_what_a_later_license_loses(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 5).await;
+    let current = issue(&app, &r, "pro", "alice").await;
+    // Stacked after the first: it has not started.
+    let later = issue(&app, &r, "pro", "alice").await;
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let list = get(&app, "/panel/licenses?login=alice", &cookie).await;
+    assert!(
+        list.body
+            .contains("<input type=\"hidden\" name=\"login\" value=\"alice\">"),
+        "the Revoke button carries the filter: {}",
+        list.body
+    );
+    let token = csrf(&list);
+    let ask = |license: &Value| {
+        let path = format!(
+            "/panel/licenses/{}/revoke",
+            license["licenseId"].as_str().unwrap()
+        );
+        let (app, cookie, token) = (&app, &cookie, &token);
+        async move { post(app, &path, cookie, &[("csrf", token), ("login", "alice")]).await }
+    };
+    let now = ask(&current).await;
+    assert_eq!(now.status, 200);
+    assert!(
+        now.body
+            .contains("The login loses this license's access now"),
+        "{}",
+        now.body
+    );
+    assert!(
+        now.body
+            .contains("href=\"/panel/licenses?login=alice\">Cancel</a>")
+    );
+    let not_started = ask(&later).await;
+    assert!(
+        not_started.body.contains("This license has not started"),
+        "{}",
+        not_started.body
+    );
+    assert!(
+        !not_started
+            .body
+            .contains("The login loses this license's access now")
+    );
+    let done = post(
+        &app,
+        &format!(
+            "/panel/licenses/{}/revoke",
+            later["licenseId"].as_str().unwrap()
+        ),
+        &cookie,
+        &[("csrf", &token), ("confirm", "yes"), ("login", "alice")],
+    )
+    .await;
+    assert_eq!(done.status, 303);
+    assert_eq!(
+        done.headers[reqwest::header::LOCATION],
+        "/panel/licenses?login=alice",
+        "back to the filtered list"
+    );
+    assert!(licenses_of(&app, "alice").await[1].revoked_utc.is_some());
     app.stop().await;
 }
 

@@ -37,6 +37,11 @@ impl ActivityRow {
                     serde_json::Value::Array(items) => {
                         items.iter().map(shown).collect::<Vec<_>>().join(", ")
                     }
+                    // A time (`expiresUtc`, …) as the panel shows every time.
+                    serde_json::Value::Number(n) if name.ends_with("Utc") => match n.as_i64() {
+                        Some(seconds) => Utc::new(seconds).text,
+                        None => n.to_string(),
+                    },
                     other => shown(other),
                 };
                 parts.push(format!("{name}: {value}"));

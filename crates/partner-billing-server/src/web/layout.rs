@@ -25,7 +25,7 @@ pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
 }
 
 /// `303 See Other` to a panel path.
-pub fn see_other(location: &'static str) -> Response {
+pub fn see_other(location: &str) -> Response {
     Response::builder()
         .status(StatusCode::SEE_OTHER)
         .header(header::LOCATION, location)

@@ -145,11 +145,15 @@ struct RevokeTarget {
     product_slug: String,
     starts: Utc,
     expires: Option<Utc>,
+    /// Whether its period has begun (else the revocation takes none of the login's access
+    /// now, and gives back its whole length).
+    started: bool,
 }
 
-impl From<LicenseRecord> for RevokeTarget {
-    fn from(license: LicenseRecord) -> Self {
+impl RevokeTarget {
+    fn of(license: LicenseRecord, now_utc: i64) -> Self {
         Self {
+            started: license.starts_utc <= now_utc,
             license_id: license.license_id,
             login: license.login,
             product_slug: license.plan_slug,
@@ -165,6 +169,9 @@ struct ConfirmRevokePage {
     csrf: String,
     current: &'static str,
     license: RevokeTarget,
+    /// The list's login filter, kept for the way back.
+    filter: String,
+    back: String,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +179,18 @@ pub struct RevokeForm {
     /// `yes` from the confirmation page; absent from the list's button.
     #[serde(default)]
     confirm: String,
+    /// The login filter of the list the button was on, if any: the way back leads to it.
+    #[serde(default)]
+    login: String,
+}
+
+/// The licenses list, filtered by `login` when one is given.
+fn list_path(login: &str) -> String {
+    if login.is_empty() {
+        "/panel/licenses".to_owned()
+    } else {
+        format!("/panel/licenses?login={}", urlencoding(login))
+    }
 }
 
 /// `POST /panel/licenses/{licenseId}/revoke`: from the list's "Revoke" button, the
@@ -184,15 +203,18 @@ pub async fn revoke(
     Path(license_id): Path<String>,
 ) -> Response {
     let account_id = who.account.account_id;
+    let back = list_path(&form.login);
     if form.confirm != "yes" {
         return match subscriptions::reseller_license(&state.store, account_id, &license_id).await {
-            Ok(license) if license.revoked_utc.is_some() => layout::see_other("/panel/licenses"),
+            Ok(license) if license.revoked_utc.is_some() => layout::see_other(&back),
             Ok(license) => layout::render(
                 StatusCode::OK,
                 &ConfirmRevokePage {
                     csrf: who.csrf,
                     current: "licenses",
-                    license: license.into(),
+                    license: RevokeTarget::of(license, state.store.now_utc()),
+                    filter: form.login,
+                    back,
                 },
             ),
             Err(Error::LicenseNotFound) => not_found(&who),
@@ -204,7 +226,7 @@ pub async fn revoke(
         client_id: &who.account.client_id,
     };
     match subscriptions::revoke_license(&state.store, revoker, &license_id, &who.origin).await {
-        Ok(_) => layout::see_other("/panel/licenses"),
+        Ok(_) => layout::see_other(&back),
         Err(Error::LicenseNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),
     }
