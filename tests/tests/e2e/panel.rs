@@ -576,6 +576,17 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
     assert_eq!(missing_signed_out.status, 404);
     assert!(missing_signed_out.body.contains("Page not found"));
     assert!(!missing_signed_out.body.contains("Sign out"));
+    // A form's address visited as a page (typed into the address bar after a refused form):
+    // 405, and a page of the panel's own too.
+    let form_address = get(&app, "/panel/settings/password", &cookie).await;
+    assert_eq!(form_address.status, 405);
+    assert_security_headers(&form_address);
+    assert!(
+        form_address.body.contains("Not a page")
+            && form_address.body.contains(">Sign out</button>"),
+        "{}",
+        form_address.body
+    );
     let icon = get(&app, "/panel/assets/favicon.svg", "").await;
     assert_eq!(icon.status, 200);
     assert_eq!(icon.headers["content-type"], "image/svg+xml");

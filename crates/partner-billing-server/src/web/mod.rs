@@ -153,25 +153,30 @@ pub fn panel_routes() -> Vec<PanelRoute> {
     ]
 }
 
-/// A path the panel does not have: a page of the panel's own (with its icon, so a browser asks
-/// for no `/favicon.ico`), not the router's plain text; for a signed-in reseller with the
-/// "Sign out" button every page has.
-async fn not_found(session: Option<(Secret, AppState)>) -> Response {
-    const TITLE: &str = "Page not found";
-    const MESSAGE: &str = "There is no such page in the panel. Start again from the overview.";
+/// A path the panel does not have (`404`), or a form's address visited as a page (`405`, the
+/// address bar after a refused form, say): a page of the panel's own (with its icon, so a
+/// browser asks for no `/favicon.ico`), not the router's plain text; for a signed-in reseller
+/// with the "Sign out" button every page has.
+async fn no_page(session: Option<(Secret, AppState)>, status: StatusCode) -> Response {
+    let (title, message) = if status == StatusCode::METHOD_NOT_ALLOWED {
+        (
+            "Not a page",
+            "This address takes a form, not a visit. Start again from the overview.",
+        )
+    } else {
+        (
+            "Page not found",
+            "There is no such page in the panel. Start again from the overview.",
+        )
+    };
     if let Some((token, state)) = session
         && accounts::authenticate_session(&state.store, &token)
             .await
             .is_ok()
     {
-        return layout::message_with_sign_out(
-            &csrf::token_for(&token),
-            StatusCode::NOT_FOUND,
-            TITLE,
-            MESSAGE,
-        );
+        return layout::message_with_sign_out(&csrf::token_for(&token), status, title, message);
     }
-    layout::message_page(StatusCode::NOT_FOUND, TITLE, MESSAGE)
+    layout::message_page(status, title, message)
 }
 
 /// The routes under `/panel`, with the security headers on every answer.
@@ -193,7 +198,12 @@ pub fn routes() -> impl Endpoint<Output = Response> {
                 .and_then(|token| Some((token, req.data::<AppState>()?.clone())));
             let mut response = match ep.call(req).await {
                 Ok(r) => r.into_response(),
-                Err(e) if e.is::<poem::error::NotFoundError>() => not_found(session).await,
+                Err(e) if e.is::<poem::error::NotFoundError>() => {
+                    no_page(session, StatusCode::NOT_FOUND).await
+                }
+                Err(e) if e.is::<poem::error::MethodNotAllowedError>() => {
+                    no_page(session, StatusCode::METHOD_NOT_ALLOWED).await
+                }
                 Err(e) => e.into_response(),
             };
             let headers = response.headers_mut();
