@@ -637,6 +637,13 @@ async fn the_panel_revoke_keeps_the_login_filter_and_says_what_a_later_license_l
         "back to the filtered list"
     );
     assert!(licenses_of(&app, "alice").await[1].revoked_utc.is_some());
+    // Its button again (a stale page): nothing to confirm, back to the same filtered list.
+    let again = ask(&later).await;
+    assert_eq!(again.status, 303);
+    assert_eq!(
+        again.headers[reqwest::header::LOCATION],
+        "/panel/licenses?login=alice"
+    );
     app.stop().await;
 }
 

@@ -42,12 +42,23 @@ struct LicensesPage {
 
 impl LicensesPage {
     fn page_link(&self, cursor: &str) -> String {
-        let mut link = format!("/panel/licenses?cursor={cursor}");
-        if !self.login.is_empty() {
-            link.push_str("&login=");
-            link.push_str(&urlencoding(&self.login));
-        }
-        link
+        list_path(&self.login, Some(cursor))
+    }
+}
+
+/// The licenses list: at `cursor` when one is given, filtered by `login` when not empty.
+fn list_path(login: &str, cursor: Option<&str>) -> String {
+    let mut query = Vec::new();
+    if let Some(cursor) = cursor {
+        query.push(format!("cursor={cursor}"));
+    }
+    if !login.is_empty() {
+        query.push(format!("login={}", urlencoding(login)));
+    }
+    if query.is_empty() {
+        "/panel/licenses".to_owned()
+    } else {
+        format!("/panel/licenses?{}", query.join("&"))
     }
 }
 
@@ -171,7 +182,13 @@ struct ConfirmRevokePage {
     license: RevokeTarget,
     /// The list's login filter, kept for the way back.
     filter: String,
-    back: String,
+}
+
+impl ConfirmRevokePage {
+    /// "Cancel": the list as it was filtered.
+    fn back(&self) -> String {
+        list_path(&self.filter, None)
+    }
 }
 
 #[derive(Deserialize)]
@@ -184,15 +201,6 @@ pub struct RevokeForm {
     login: String,
 }
 
-/// The licenses list, filtered by `login` when one is given.
-fn list_path(login: &str) -> String {
-    if login.is_empty() {
-        "/panel/licenses".to_owned()
-    } else {
-        format!("/panel/licenses?login={}", urlencoding(login))
-    }
-}
-
 /// `POST /panel/licenses/{licenseId}/revoke`: from the list's "Revoke" button, the
 /// confirmation page (nothing changes yet); from that page's "Revoke license" (`confirm=yes`),
 /// the revocation, then back to the list.
@@ -203,7 +211,7 @@ pub async fn revoke(
     Path(license_id): Path<String>,
 ) -> Response {
     let account_id = who.account.account_id;
-    let back = list_path(&form.login);
+    let back = list_path(&form.login, None);
     if form.confirm != "yes" {
         return match subscriptions::reseller_license(&state.store, account_id, &license_id).await {
             Ok(license) if license.revoked_utc.is_some() => layout::see_other(&back),
@@ -214,7 +222,6 @@ pub async fn revoke(
                     current: "licenses",
                     license: RevokeTarget::of(license, state.store.now_utc()),
                     filter: form.login,
-                    back,
                 },
             ),
             Err(Error::LicenseNotFound) => not_found(&who),
