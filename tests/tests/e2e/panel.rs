@@ -587,6 +587,10 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
         "{}",
         form_address.body
     );
+    let form_address_signed_out = get(&app, "/panel/settings/password", "").await;
+    assert_eq!(form_address_signed_out.status, 405);
+    assert!(form_address_signed_out.body.contains("Not a page"));
+    assert!(!form_address_signed_out.body.contains("Sign out"));
     let icon = get(&app, "/panel/assets/favicon.svg", "").await;
     assert_eq!(icon.status, 200);
     assert_eq!(icon.headers["content-type"], "image/svg+xml");
