@@ -330,9 +330,16 @@ async fn key_life_cycle_with_the_secret_shown_once(db: Db) {
     .await;
     assert_eq!(revoked.status, 303);
     assert!(matches!(client.balances().await, Err(Error::Unauthorized)));
-    let after = get(&app, "/panel/api-keys", &cookie).await;
+    let after = follow(&app, &revoked, &cookie).await;
+    let notice = between(&after.body, "id=\"key-notice\">", "</p>").expect("a notice");
+    assert!(
+        notice.contains(&format!("Key {key_id} revoked")),
+        "{notice}"
+    );
     let row = between(&after.body, &format!("data-key-id=\"{key_id}\""), "</tr>").unwrap();
     assert!(row.contains("revoked") && !row.contains("Revoke"), "{row}");
+    let reload = get(&app, "/panel/api-keys", &cookie).await;
+    assert!(!reload.body.contains("key-notice"), "said once");
     // The other key is untouched.
     assert!(sdk(&app, &r.client_id, &r.secret).balances().await.is_ok());
 }
@@ -431,15 +438,36 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
     let app = TestApp::spawn(&db).await;
     let fresh = app.reseller().await;
     let cookie = sign_in(&app, &fresh.client_id, &fresh.password).await;
-    for (path, empty) in [
-        ("/panel", "No balances yet"),
-        ("/panel/ledger", "No ledger entries"),
-        ("/panel/promo-batches", "No promo batches yet"),
-        ("/panel/licenses", "No licenses yet"),
+    // An empty list says so, and its table is still there with its
+    // columns and no rows: a page has the same shape whatever it holds.
+    for (path, empty, tables) in [
+        ("/panel", "No balances yet", &["balances", "usage"][..]),
+        ("/panel", "Nothing spent in the last 30 days", &["usage"]),
+        ("/panel/ledger", "No ledger entries", &["ledger"]),
+        (
+            "/panel/promo-batches",
+            "No promo batches yet",
+            &["promo-batches"],
+        ),
+        ("/panel/licenses", "No licenses yet", &["licenses"]),
+        (
+            "/panel/webhooks",
+            "No webhook endpoints yet",
+            &["webhook-endpoints", "webhook-deliveries"],
+        ),
     ] {
         let page = get(&app, path, &cookie).await;
         assert_eq!(page.status, 200, "{path}");
         assert!(page.body.contains(empty), "{path}");
+        for table in tables {
+            assert!(!column_headers(&page, table).is_empty(), "{path} {table}");
+            let body = between(&page.body, &format!("<table id=\"{table}\">"), "</table>")
+                .expect(table)
+                .split("<tbody>")
+                .nth(1)
+                .expect("a tbody");
+            assert!(!body.contains("<tr"), "{path} {table}: no rows, got {body}");
+        }
         assert!(page.body.contains(">Sign out</button>"), "{path}");
         assert_security_headers(&page);
     }
@@ -535,6 +563,32 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
         "{}",
         confirm.body
     );
+    let voided = post(
+        &app,
+        &format!("/panel/promo-batches/{}/void", batch.batch_id),
+        &cookie,
+        &[("csrf", &csrf(&confirm))],
+    )
+    .await;
+    assert_eq!(voided.headers[LOCATION], "/panel/promo-batches");
+    let after = follow(&app, &voided, &cookie).await;
+    let notice = between(&after.body, "id=\"batch-notice\">", "</p>").expect("a notice");
+    assert!(
+        notice.contains(&format!("Batch {} voided", batch.batch_id)),
+        "{notice}"
+    );
+    let row = between(
+        &after.body,
+        &format!("id=\"batch-{}\"", batch.batch_id),
+        "</tr>",
+    )
+    .unwrap();
+    assert!(
+        row.contains("<time") && !row.contains(">Void</button>"),
+        "{row}"
+    );
+    let reload = get(&app, "/panel/promo-batches", &cookie).await;
+    assert!(!reload.body.contains("batch-notice"), "said once");
 
     let licenses = get(&app, "/panel/licenses?login=alice", &cookie).await;
     assert!(licenses.body.contains("<table id=\"licenses\">"));

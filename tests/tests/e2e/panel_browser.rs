@@ -290,6 +290,7 @@ async fn panel_in_a_real_browser(db: Db) {
     browser.click(&format!("{row} button")).await;
     assert_eq!(browser.path().await, "/panel/api-keys");
     assert!(browser.text(&row).await.contains("revoked"));
+    assert!(browser.text("#key-notice").await.contains("revoked"));
     assert!(matches!(sdk.balances().await, Err(Error::Unauthorized)));
 
     // Sign out: back to the sign-in page, and the panel stays closed.

@@ -289,6 +289,50 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
         overview.body
     );
     assert!(alert_cell(&overview.body, "basic").contains("off"));
+    assert!(
+        !overview.body.contains("id=\"below-alert\""),
+        "20 is not under 5"
+    );
+
+    // A balance under its alert is pointed out above the table, its number marked.
+    let under = post(
+        &app,
+        "/panel/settings/alerts",
+        &cookie,
+        &[
+            ("csrf", token.as_str()),
+            ("alert:pro", "5"),
+            ("alert:basic", "4"),
+        ],
+    )
+    .await;
+    assert_eq!(under.status, 303, "{}", under.body);
+    let overview = get(&app, "/panel", &cookie).await;
+    let said = between(&overview.body, "id=\"below-alert\">", "</p>").expect("a notice");
+    assert!(said.contains("basic (3 left, alert under 4)"), "{said}");
+    assert!(!said.contains("pro"), "{said}");
+    assert!(
+        overview
+            .body
+            .contains("<tr><td>basic</td><td class=\"num low\">3</td>")
+    );
+    assert!(
+        overview
+            .body
+            .contains("<tr><td>pro</td><td class=\"num\">20</td>")
+    );
+    let back = post(
+        &app,
+        "/panel/settings/alerts",
+        &cookie,
+        &[
+            ("csrf", token.as_str()),
+            ("alert:pro", "5"),
+            ("alert:basic", "0"),
+        ],
+    )
+    .await;
+    assert_eq!(back.status, 303, "{}", back.body);
     let settings = get(&app, "/panel/settings", &cookie).await;
     assert!(settings.body.contains("name=\"alert:pro\" type=\"number\" min=\"0\" max=\"1000000000\" step=\"1\" inputmode=\"numeric\" value=\"5\""));
 

@@ -10,7 +10,7 @@ use partner_billing_tests::{Db, Reseller, TestApp, both_databases};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::panel::{csrf, get, post, sign_in};
+use super::panel::{between, csrf, follow, get, post, sign_in};
 
 both_databases!(
     renewals_stack_on_the_latest_period,
@@ -637,6 +637,11 @@ async fn the_panel_revoke_keeps_the_login_filter_and_says_what_a_later_license_l
         "back to the filtered list"
     );
     assert!(licenses_of(&app, "alice").await[1].revoked_utc.is_some());
+    let shown = follow(&app, &done, &cookie).await;
+    let notice = between(&shown.body, "id=\"license-notice\">", "</p>").expect("a notice");
+    let later_id = later["licenseId"].as_str().unwrap();
+    assert_eq!(notice, format!("License {later_id} revoked."));
+    assert!(shown.body.contains("value=\"alice\""), "the filter kept");
     // Its button again (a stale page): nothing to confirm, back to the same filtered list.
     let again = ask(&later).await;
     assert_eq!(again.status, 303);

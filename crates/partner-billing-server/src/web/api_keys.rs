@@ -51,6 +51,8 @@ struct ApiKeysPage {
     client_id: String,
     keys: Vec<KeyRow>,
     new_secret: Option<NewApiKey>,
+    /// What the last form did, once ("Revoke").
+    notice: Option<String>,
     name: String,
     error: Option<String>,
     grace_periods: &'static [(i64, &'static str)],
@@ -68,10 +70,20 @@ async fn render_page(
     state: &AppState,
     who: SignedIn,
     status: StatusCode,
-    new_secret: Option<NewApiKey>,
+    flash: Option<Flash>,
     name: String,
     error: Option<String>,
 ) -> Response {
+    let (new_secret, notice) = match flash {
+        Some(Flash::NewApiKey(created)) => (Some(created), None),
+        Some(Flash::KeyRevoked { api_key_id }) => (
+            None,
+            Some(format!(
+                "Key {api_key_id} revoked: a request with it is refused from now on."
+            )),
+        ),
+        _ => (None, None),
+    };
     let keys = match keys::list_api_keys(&state.store, who.account.account_id).await {
         Ok(list) => list.api_keys.into_iter().map(KeyRow::from).collect(),
         Err(err) => return layout::failure_for(&who, err),
@@ -84,6 +96,7 @@ async fn render_page(
             client_id: who.account.client_id.to_string(),
             keys,
             new_secret,
+            notice,
             name,
             error,
             grace_periods: &GRACE_PERIODS,
@@ -106,15 +119,12 @@ fn show_new_key(
     flash::see_other(req, state, who, flash)
 }
 
-/// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once.
+/// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once;
+/// after "Revoke", with its notice, once.
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
     let (flash, taken) = flash::take(req, &state, &who, FlashPage::ApiKeys);
-    let new_secret = match flash {
-        Some(Flash::NewApiKey(created)) => Some(created),
-        _ => None,
-    };
-    let response = render_page(&state, who, StatusCode::OK, new_secret, String::new(), None).await;
+    let response = render_page(&state, who, StatusCode::OK, flash, String::new(), None).await;
     taken.finish(req, response)
 }
 
@@ -161,9 +171,11 @@ pub async fn create(
     }
 }
 
-/// `POST /panel/api-keys/{apiKeyId}/revoke`: the key is refused from the next request on.
+/// `POST /panel/api-keys/{apiKeyId}/revoke`: the key is refused from the next request on;
+/// answered by a `303` to the page, which says so once.
 #[handler]
 pub async fn revoke(
+    req: &Request,
     SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
     Path(api_key_id): Path<String>,
@@ -176,7 +188,7 @@ pub async fn revoke(
     )
     .await
     {
-        Ok(()) => layout::see_other("/panel/api-keys"),
+        Ok(()) => flash::see_other(req, &state, &who, Flash::KeyRevoked { api_key_id }),
         Err(Error::ApiKeyNotFound) => {
             let error = "That key does not exist.".to_owned();
             render_page(

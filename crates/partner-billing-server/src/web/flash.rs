@@ -1,6 +1,6 @@
 //! What the page after a form shows once: a new API key's secret, a new webhook endpoint's
-//! signing secret, the notice that a test event is on its way, that a password was changed or
-//! the alerts saved.
+//! signing secret, the notice that a test event is on its way, that a password was changed, the
+//! alerts saved, a key or a license revoked, a batch voided.
 //!
 //! A form that makes or changes something answers `303 See Other` to its page when it succeeds
 //! (Post/Redirect/Get), with
@@ -48,6 +48,12 @@ pub enum Flash {
     PasswordChanged,
     /// "Save alerts": saved.
     AlertsSaved,
+    /// "Revoke" on the API keys page: done.
+    KeyRevoked { api_key_id: String },
+    /// "Void batch" on the confirmation page: done.
+    BatchVoided { batch_id: String },
+    /// "Revoke license" on the confirmation page: done.
+    LicenseRevoked { license_id: String },
 }
 
 /// A key just made, as the page after its form shows it (beside the page's own client id).
@@ -74,6 +80,10 @@ pub enum FlashPage {
     Webhooks,
     /// `/panel/settings`.
     Settings,
+    /// `/panel/promo-batches`.
+    PromoBatches,
+    /// `/panel/licenses`, whatever its filter.
+    Licenses,
 }
 
 impl FlashPage {
@@ -83,6 +93,8 @@ impl FlashPage {
             Self::ApiKeys => "/panel/api-keys",
             Self::Webhooks => "/panel/webhooks",
             Self::Settings => "/panel/settings",
+            Self::PromoBatches => "/panel/promo-batches",
+            Self::Licenses => "/panel/licenses",
         }
     }
 }
@@ -91,18 +103,38 @@ impl Flash {
     /// The page that shows it.
     fn page(&self) -> FlashPage {
         match self {
-            Self::NewApiKey(_) => FlashPage::ApiKeys,
+            Self::NewApiKey(_) | Self::KeyRevoked { .. } => FlashPage::ApiKeys,
             Self::NewWebhookEndpoint(_) | Self::WebhookTestSent => FlashPage::Webhooks,
             Self::PasswordChanged | Self::AlertsSaved => FlashPage::Settings,
+            Self::BatchVoided { .. } => FlashPage::PromoBatches,
+            Self::LicenseRevoked { .. } => FlashPage::Licenses,
         }
+    }
+
+    /// Whether it carries a secret shown once: lost if it cannot be sealed.
+    fn holds_secret(&self) -> bool {
+        matches!(self, Self::NewApiKey(_) | Self::NewWebhookEndpoint(_))
     }
 }
 
-/// The `303` to `location` carrying `flash` to that page. Should sealing fail (no master key,
-/// which a server always has), the page shows the failure: the key exists, and the reseller
-/// rolls it to get a secret.
+/// The `303` to the page of `flash`, carrying it there.
 pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) -> Response {
     let location = flash.page().path();
+    see_other_to(req, state, who, flash, location)
+}
+
+/// The `303` to `location`, the page of `flash` (with a query: a list's filter), carrying it
+/// there. Should sealing fail (no master key, which a server always has), a secret's page shows
+/// the failure (the key exists, and the reseller rolls it to get a secret); a notice is left
+/// out, since what the form did is done.
+pub fn see_other_to(
+    req: &Request,
+    state: &AppState,
+    who: &SignedIn,
+    flash: Flash,
+    location: &str,
+) -> Response {
+    let holds_secret = flash.holds_secret();
     let sealed = Sealed {
         made_utc: state.store.now_utc(),
         flash,
@@ -116,7 +148,11 @@ pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) 
             layout::set_cookie(&mut response, &cookies::set_flash(req, &sealed));
             response
         }
-        Err(err) => layout::failure_for(who, err),
+        Err(err) if holds_secret => layout::failure_for(who, err),
+        Err(err) => {
+            tracing::error!(error = %err, "a panel notice could not be sealed; sent without it");
+            layout::see_other(location)
+        }
     }
 }
 

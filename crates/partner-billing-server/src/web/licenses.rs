@@ -4,7 +4,7 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::{Data, Path, Query};
-use poem::{Response, handler};
+use poem::{Request, Response, handler};
 use serde::Deserialize;
 
 use partner_billing::Error;
@@ -13,6 +13,7 @@ use partner_billing::domain::Login;
 use partner_billing::subscriptions::{self, Revoker};
 use partner_billing::wire::LicenseRecord;
 
+use super::flash::{self, Flash, FlashPage};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -36,6 +37,8 @@ struct LicensesPage {
     /// Why the login in the filter was refused, shown beside it (the input kept).
     error: Option<&'static str>,
     licenses: Vec<LicenseRow>,
+    /// What the last form did, once ("Revoke license").
+    notice: Option<String>,
     older: Option<String>,
     newer: Option<String>,
 }
@@ -82,19 +85,28 @@ pub struct LicensesQuery {
     cursor: Option<String>,
 }
 
+/// `GET /panel/licenses`; after "Revoke license", with its notice, once.
 #[handler]
 pub async fn page(
+    req: &Request,
     who: SignedIn,
     state: Data<&AppState>,
     Query(query): Query<LicensesQuery>,
 ) -> Response {
+    let (flash, taken) = flash::take(req, &state, &who, FlashPage::Licenses);
+    let notice = match flash {
+        Some(Flash::LicenseRevoked { license_id }) => {
+            Some(format!("License {license_id} revoked."))
+        }
+        _ => None,
+    };
     let login = query.login;
     let filter = match login.as_str() {
         "" => None,
         text => match Login::parse("login", text) {
             Ok(login) => Some(login),
             Err(_) => {
-                return layout::render(
+                let response = layout::render(
                     StatusCode::BAD_REQUEST,
                     &LicensesPage {
                         csrf: who.csrf,
@@ -104,10 +116,12 @@ pub async fn page(
                             "Not a login: a login is 1-254 characters without control characters.",
                         ),
                         licenses: Vec::new(),
+                        notice,
                         older: None,
                         newer: None,
                     },
                 );
+                return taken.finish(req, response);
             }
         },
     };
@@ -135,7 +149,7 @@ pub async fn page(
             revoked: Utc::optional(l.revoked_utc),
         })
         .collect();
-    layout::render(
+    let response = layout::render(
         StatusCode::OK,
         &LicensesPage {
             csrf: who.csrf,
@@ -143,10 +157,12 @@ pub async fn page(
             login,
             error: None,
             licenses,
+            notice,
             older: page.older,
             newer: page.newer,
         },
-    )
+    );
+    taken.finish(req, response)
 }
 
 /// The license a "Revoke" button names, as the confirmation page shows it.
@@ -203,9 +219,10 @@ pub struct RevokeForm {
 
 /// `POST /panel/licenses/{licenseId}/revoke`: from the list's "Revoke" button, the
 /// confirmation page (nothing changes yet); from that page's "Revoke license" (`confirm=yes`),
-/// the revocation, then back to the list.
+/// the revocation, then back to the list, which says so once.
 #[handler]
 pub async fn revoke(
+    req: &Request,
     SignedInForm { who, form }: SignedInForm<RevokeForm>,
     state: Data<&AppState>,
     Path(license_id): Path<String>,
@@ -233,7 +250,10 @@ pub async fn revoke(
         client_id: &who.account.client_id,
     };
     match subscriptions::revoke_license(&state.store, revoker, &license_id, &who.origin).await {
-        Ok(_) => layout::see_other(&back),
+        Ok(_) => {
+            let done = Flash::LicenseRevoked { license_id };
+            flash::see_other_to(req, &state, &who, done, &back)
+        }
         Err(Error::LicenseNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),
     }

@@ -20,6 +20,14 @@ struct BalanceRow {
     low_balance_alert: Option<i64>,
 }
 
+impl BalanceRow {
+    /// Under its alert: the balance a `balance.low` event is sent for.
+    fn below_alert(&self) -> bool {
+        self.low_balance_alert
+            .is_some_and(|threshold| self.remaining_balance < threshold)
+    }
+}
+
 #[derive(Template)]
 #[template(path = "overview.html")]
 struct OverviewPage {
@@ -30,6 +38,12 @@ struct OverviewPage {
     /// `svg#usage-chart`, built from numbers and slugs only.
     usage_chart: String,
     usage: Vec<UsageLine>,
+}
+
+impl OverviewPage {
+    fn below_alert(&self) -> impl Iterator<Item = &BalanceRow> {
+        self.balances.iter().filter(|b| b.below_alert())
+    }
 }
 
 #[handler]

@@ -5,12 +5,13 @@
 use askama::Template;
 use poem::http::StatusCode;
 use poem::web::{Data, Path, Query};
-use poem::{Response, handler};
+use poem::{Request, Response, handler};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use partner_billing::{Error, activity, reads, voids};
 
+use super::flash::{self, Flash, FlashPage};
 use super::layout::{self, Utc};
 use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
@@ -31,6 +32,8 @@ struct PromoBatchesPage {
     csrf: String,
     current: &'static str,
     batches: Vec<BatchRow>,
+    /// What the last form did, once ("Void batch").
+    notice: Option<String>,
     older: Option<String>,
     newer: Option<String>,
 }
@@ -52,12 +55,21 @@ pub struct BatchesQuery {
     cursor: Option<String>,
 }
 
+/// `GET /panel/promo-batches`; after "Void batch", with its notice, once.
 #[handler]
 pub async fn page(
+    req: &Request,
     who: SignedIn,
     state: Data<&AppState>,
     Query(query): Query<BatchesQuery>,
 ) -> Response {
+    let (flash, taken) = flash::take(req, &state, &who, FlashPage::PromoBatches);
+    let notice = match flash {
+        Some(Flash::BatchVoided { batch_id }) => Some(format!(
+            "Batch {batch_id} voided: its codes not yet redeemed no longer redeem."
+        )),
+        _ => None,
+    };
     let page = match activity::promo_batches(
         &state.store,
         who.account.account_id,
@@ -81,16 +93,18 @@ pub async fn page(
             voided: Utc::optional(b.voided_utc),
         })
         .collect();
-    layout::render(
+    let response = layout::render(
         StatusCode::OK,
         &PromoBatchesPage {
             csrf: who.csrf,
             current: "promo-batches",
             batches,
+            notice,
             older: page.older,
             newer: page.newer,
         },
-    )
+    );
+    taken.finish(req, response)
 }
 
 fn not_found(who: &SignedIn) -> Response {
@@ -127,9 +141,11 @@ pub async fn confirm_void(
     }
 }
 
-/// `POST /panel/promo-batches/{batchId}/void`: voids the batch (again: nothing changes).
+/// `POST /panel/promo-batches/{batchId}/void`: voids the batch (again: nothing changes);
+/// answered by a `303` to the list, which says so once.
 #[handler]
 pub async fn void(
+    req: &Request,
     SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
     state: Data<&AppState>,
     Path(batch_id): Path<String>,
@@ -138,7 +154,7 @@ pub async fn void(
         account_id: who.account.account_id,
     };
     match voids::void_batch(&state.store, voider, &batch_id, &who.origin).await {
-        Ok(_) => layout::see_other("/panel/promo-batches"),
+        Ok(_) => flash::see_other(req, &state, &who, Flash::BatchVoided { batch_id }),
         Err(Error::PromoBatchNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),
     }
