@@ -563,9 +563,13 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
         "{}",
         confirm.body
     );
+    // The id as typed in capitals: the notice names the batch as the list shows it.
     let voided = post(
         &app,
-        &format!("/panel/promo-batches/{}/void", batch.batch_id),
+        &format!(
+            "/panel/promo-batches/{}/void",
+            batch.batch_id.to_uppercase()
+        ),
         &cookie,
         &[("csrf", &csrf(&confirm))],
     )

@@ -88,7 +88,7 @@ pub enum FlashPage {
 
 impl FlashPage {
     /// Its path, where the form's `303` leads.
-    fn path(self) -> &'static str {
+    pub fn path(self) -> &'static str {
         match self {
             Self::ApiKeys => "/panel/api-keys",
             Self::Webhooks => "/panel/webhooks",

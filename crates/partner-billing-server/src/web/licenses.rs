@@ -100,13 +100,25 @@ pub async fn page(
         }
         _ => None,
     };
+    let response = list_page(who, &state, query, notice).await;
+    taken.finish(req, response)
+}
+
+/// The list, with `notice` above it; a refused filter is answered without it (the notice is
+/// kept for the list that follows).
+async fn list_page(
+    who: SignedIn,
+    state: &AppState,
+    query: LicensesQuery,
+    notice: Option<String>,
+) -> Response {
     let login = query.login;
     let filter = match login.as_str() {
         "" => None,
         text => match Login::parse("login", text) {
             Ok(login) => Some(login),
             Err(_) => {
-                let response = layout::render(
+                return layout::render(
                     StatusCode::BAD_REQUEST,
                     &LicensesPage {
                         csrf: who.csrf,
@@ -116,16 +128,15 @@ pub async fn page(
                             "Not a login: a login is 1-254 characters without control characters.",
                         ),
                         licenses: Vec::new(),
-                        notice,
+                        notice: None,
                         older: None,
                         newer: None,
                     },
                 );
-                return taken.finish(req, response);
             }
         },
     };
-    let page = match activity::licenses(
+    let listed = match activity::licenses(
         &state.store,
         who.account.account_id,
         filter.as_ref(),
@@ -133,10 +144,10 @@ pub async fn page(
     )
     .await
     {
-        Ok(page) => page,
+        Ok(listed) => listed,
         Err(err) => return layout::failure_for(&who, err),
     };
-    let licenses = page
+    let licenses = listed
         .items
         .into_iter()
         .map(|l| LicenseRow {
@@ -149,7 +160,7 @@ pub async fn page(
             revoked: Utc::optional(l.revoked_utc),
         })
         .collect();
-    let response = layout::render(
+    layout::render(
         StatusCode::OK,
         &LicensesPage {
             csrf: who.csrf,
@@ -158,11 +169,10 @@ pub async fn page(
             error: None,
             licenses,
             notice,
-            older: page.older,
-            newer: page.newer,
+            older: listed.older,
+            newer: listed.newer,
         },
-    );
-    taken.finish(req, response)
+    )
 }
 
 /// The license a "Revoke" button names, as the confirmation page shows it.
@@ -250,8 +260,10 @@ pub async fn revoke(
         client_id: &who.account.client_id,
     };
     match subscriptions::revoke_license(&state.store, revoker, &license_id, &who.origin).await {
-        Ok(_) => {
-            let done = Flash::LicenseRevoked { license_id };
+        Ok(revoked) => {
+            let done = Flash::LicenseRevoked {
+                license_id: revoked.license_id,
+            };
             flash::see_other_to(req, &state, &who, done, &back)
         }
         Err(Error::LicenseNotFound) => not_found(&who),

@@ -70,17 +70,28 @@ pub async fn page(
         )),
         _ => None,
     };
-    let page = match activity::promo_batches(
+    let response = list_page(who, &state, query, notice).await;
+    taken.finish(req, response)
+}
+
+/// The list, with `notice` above it.
+async fn list_page(
+    who: SignedIn,
+    state: &AppState,
+    query: BatchesQuery,
+    notice: Option<String>,
+) -> Response {
+    let listed = match activity::promo_batches(
         &state.store,
         who.account.account_id,
         query.cursor.as_deref(),
     )
     .await
     {
-        Ok(page) => page,
+        Ok(listed) => listed,
         Err(err) => return layout::failure_for(&who, err),
     };
-    let batches = page
+    let batches = listed
         .items
         .into_iter()
         .map(|b| BatchRow {
@@ -93,18 +104,17 @@ pub async fn page(
             voided: Utc::optional(b.voided_utc),
         })
         .collect();
-    let response = layout::render(
+    layout::render(
         StatusCode::OK,
         &PromoBatchesPage {
             csrf: who.csrf,
             current: "promo-batches",
             batches,
             notice,
-            older: page.older,
-            newer: page.newer,
+            older: listed.older,
+            newer: listed.newer,
         },
-    );
-    taken.finish(req, response)
+    )
 }
 
 fn not_found(who: &SignedIn) -> Response {
@@ -124,7 +134,9 @@ pub async fn confirm_void(
     Path(batch_id): Path<String>,
 ) -> Response {
     match reads::get_promo_batch(&state.store, who.account.account_id, &batch_id).await {
-        Ok(batch) if batch.voided_utc.is_some() => layout::see_other("/panel/promo-batches"),
+        Ok(batch) if batch.voided_utc.is_some() => {
+            layout::see_other(FlashPage::PromoBatches.path())
+        }
         Ok(batch) => layout::render(
             StatusCode::OK,
             &ConfirmVoidPage {
@@ -154,7 +166,12 @@ pub async fn void(
         account_id: who.account.account_id,
     };
     match voids::void_batch(&state.store, voider, &batch_id, &who.origin).await {
-        Ok(_) => flash::see_other(req, &state, &who, Flash::BatchVoided { batch_id }),
+        Ok(voided) => {
+            let done = Flash::BatchVoided {
+                batch_id: voided.batch_id,
+            };
+            flash::see_other(req, &state, &who, done)
+        }
         Err(Error::PromoBatchNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),
     }
