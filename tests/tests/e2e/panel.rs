@@ -338,6 +338,10 @@ async fn key_life_cycle_with_the_secret_shown_once(db: Db) {
     );
     let row = between(&after.body, &format!("data-key-id=\"{key_id}\""), "</tr>").unwrap();
     assert!(row.contains("revoked") && !row.contains("Revoke"), "{row}");
+    assert!(
+        !row.contains("never"),
+        "a revoked key has no expiry to show: {row}"
+    );
     let reload = get(&app, "/panel/api-keys", &cookie).await;
     assert!(!reload.body.contains("key-notice"), "said once");
     // The other key is untouched.

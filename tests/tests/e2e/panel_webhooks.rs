@@ -309,7 +309,7 @@ async fn low_balance_thresholds_set_on_settings_show_on_the_overview(db: Db) {
     assert_eq!(under.status, 303, "{}", under.body);
     let overview = get(&app, "/panel", &cookie).await;
     let said = between(&overview.body, "id=\"below-alert\">", "</p>").expect("a notice");
-    assert!(said.contains("basic (3 left, alert under 4)"), "{said}");
+    assert!(said.contains("basic (3 left, alert below 4)"), "{said}");
     assert!(!said.contains("pro"), "{said}");
     assert!(
         overview

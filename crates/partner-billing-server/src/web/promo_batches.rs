@@ -66,7 +66,7 @@ pub async fn page(
     let (flash, taken) = flash::take(req, &state, &who, FlashPage::PromoBatches);
     let notice = match flash {
         Some(Flash::BatchVoided { batch_id }) => Some(format!(
-            "Batch {batch_id} voided: its codes not yet redeemed no longer redeem."
+            "Batch {batch_id} voided: none of its remaining codes can be redeemed."
         )),
         _ => None,
     };

@@ -47,7 +47,13 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
     for row in rows {
         *per_day.entry(row.day_utc).or_default() += row.units;
     }
-    let max = per_day.values().copied().max().unwrap_or(0).max(1);
+    let most = per_day.values().copied().max().unwrap_or(0);
+    let max = most.max(1);
+    let most = if most > 0 {
+        format!("most in one day: {most}")
+    } else {
+        "nothing spent".to_owned()
+    };
     let legend_rows = i64::try_from(products.len().div_ceil(4)).unwrap_or(1);
     let height = TOP + BARS_HEIGHT + 24 + 18 * legend_rows;
     let mut svg = String::new();
@@ -57,7 +63,7 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
          viewBox=\"0 0 {WIDTH} {height}\" width=\"100%\" preserveAspectRatio=\"xMidYMid meet\" \
          xmlns=\"http://www.w3.org/2000/svg\">\
          <title id=\"usage-chart-title\">Units spent per day over the last {USAGE_DAYS} days \
-         (most in one day: {max})</title>"
+         ({most})</title>"
     );
     let baseline = TOP + BARS_HEIGHT;
     let _ = write!(
@@ -167,12 +173,14 @@ mod tests {
         assert!(svg.contains("viewBox"));
         assert_eq!(lines.len(), 3);
         assert_eq!(lines[0].units, 2, "newest day first in the table");
+        assert!(svg.contains("(most in one day: 3)</title>"), "{svg}");
     }
 
     #[test]
     fn an_empty_month_is_an_empty_chart() {
         let (svg, lines) = usage(&[], 5 * SECONDS_PER_DAY);
         assert!(svg.contains("</svg>"));
+        assert!(svg.contains("(nothing spent)</title>"), "{svg}");
         assert!(lines.is_empty());
     }
 }
