@@ -41,8 +41,22 @@ struct OverviewPage {
 }
 
 impl OverviewPage {
-    fn below_alert(&self) -> impl Iterator<Item = &BalanceRow> {
-        self.balances.iter().filter(|b| b.below_alert())
+    /// The balances under their alert, as the line above the table names them ("basic (3
+    /// left, alert below 4), …"); empty when none is.
+    fn below_alert(&self) -> String {
+        self.balances
+            .iter()
+            .filter(|b| b.below_alert())
+            .map(|b| {
+                format!(
+                    "{} ({} left, alert below {})",
+                    b.product_slug,
+                    b.remaining_balance,
+                    b.low_balance_alert.unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

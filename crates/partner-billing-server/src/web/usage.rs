@@ -47,10 +47,11 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
     for row in rows {
         *per_day.entry(row.day_utc).or_default() += row.units;
     }
-    let most = per_day.values().copied().max().unwrap_or(0);
-    let max = most.max(1);
-    let most = if most > 0 {
-        format!("most in one day: {most}")
+    let busiest_day = per_day.values().copied().max().unwrap_or(0);
+    // The bars' scale: a day of `max` units is a full bar.
+    let max = busiest_day.max(1);
+    let summary = if busiest_day > 0 {
+        format!("most in one day: {busiest_day}")
     } else {
         "nothing spent".to_owned()
     };
@@ -63,7 +64,7 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
          viewBox=\"0 0 {WIDTH} {height}\" width=\"100%\" preserveAspectRatio=\"xMidYMid meet\" \
          xmlns=\"http://www.w3.org/2000/svg\">\
          <title id=\"usage-chart-title\">Units spent per day over the last {USAGE_DAYS} days \
-         ({most})</title>"
+         ({summary})</title>"
     );
     let baseline = TOP + BARS_HEIGHT;
     let _ = write!(
