@@ -124,9 +124,12 @@ pub(crate) async fn sign_in(app: &TestApp, client_id: &str, password: &str) -> S
 /// The column headers of `table#id`, in order.
 fn column_headers(page: &Page, id: &str) -> Vec<String> {
     let head = between(&page.body, &format!("<table id=\"{id}\">"), "</thead>").expect(id);
-    head.split("<th scope=\"col\">")
+    head.split("<th scope=\"col\"")
         .skip(1)
-        .map(|cell| cell.split("</th>").next().unwrap_or_default().to_owned())
+        .map(|cell| {
+            let text = cell.split_once('>').map_or("", |(_, rest)| rest);
+            text.split("</th>").next().unwrap_or_default().to_owned()
+        })
         .collect()
 }
 
