@@ -123,9 +123,11 @@ fn show_new_key(
 /// after "Revoke", with its notice, once.
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, FlashPage::ApiKeys);
-    let response = render_page(&state, who, StatusCode::OK, flash, String::new(), None).await;
-    taken.finish(req, response)
+    let state: &AppState = &state;
+    flash::showing(req, state, who, FlashPage::ApiKeys, |who, flash| {
+        render_page(state, who, StatusCode::OK, flash, String::new(), None)
+    })
+    .await
 }
 
 #[derive(Deserialize)]

@@ -156,10 +156,30 @@ pub fn see_other_to(
     }
 }
 
+/// A page that shows `page`'s messages: `render` answers with the message the request's flash
+/// cookie holds for it in this session, if any; then the cookie is dropped in the browser when
+/// the page showed its message, or when it holds nothing usable. Every answer `render` gives,
+/// a failure included, goes through here, so no page can forget the cookie.
+pub async fn showing<F, Fut>(
+    req: &Request,
+    state: &AppState,
+    who: SignedIn,
+    page: FlashPage,
+    render: F,
+) -> Response
+where
+    F: FnOnce(SignedIn, Option<Flash>) -> Fut,
+    Fut: Future<Output = Response>,
+{
+    let (flash, taken) = take(req, state, &who, page);
+    let response = render(who, flash).await;
+    taken.finish(req, response)
+}
+
 /// What the page does with the request's flash cookie once it has answered: pass the answer
 /// through [`Taken::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Taken {
+enum Taken {
     /// No cookie, or another page's message: left for that page.
     Keep,
     /// This page's message: dropped once the page is shown (a page that fails keeps it, for
@@ -171,7 +191,7 @@ pub enum Taken {
 
 /// The message the request's flash cookie holds for `page` in this session, if any, and what
 /// to do with the cookie.
-pub fn take(
+fn take(
     req: &Request,
     state: &AppState,
     who: &SignedIn,
@@ -196,7 +216,7 @@ pub fn take(
 impl Taken {
     /// The page's answer, dropping the cookie in the browser when the page showed its message,
     /// or when the cookie held nothing usable.
-    pub fn finish(self, req: &Request, mut response: Response) -> Response {
+    fn finish(self, req: &Request, mut response: Response) -> Response {
         let drop_cookie = match self {
             Self::Keep => false,
             Self::Shown => response.status().is_success(),

@@ -93,15 +93,17 @@ pub async fn page(
     state: Data<&AppState>,
     Query(query): Query<LicensesQuery>,
 ) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, FlashPage::Licenses);
-    let notice = match flash {
-        Some(Flash::LicenseRevoked { license_id }) => {
-            Some(format!("License {license_id} revoked."))
-        }
-        _ => None,
-    };
-    let response = list_page(who, &state, query, notice).await;
-    taken.finish(req, response)
+    let state: &AppState = &state;
+    flash::showing(req, state, who, FlashPage::Licenses, |who, flash| {
+        let notice = match flash {
+            Some(Flash::LicenseRevoked { license_id }) => {
+                Some(format!("License {license_id} revoked."))
+            }
+            _ => None,
+        };
+        list_page(who, state, query, notice)
+    })
+    .await
 }
 
 /// The list, with `notice` above it; a refused filter is answered without it (the notice is

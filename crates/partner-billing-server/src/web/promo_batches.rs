@@ -63,15 +63,17 @@ pub async fn page(
     state: Data<&AppState>,
     Query(query): Query<BatchesQuery>,
 ) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, FlashPage::PromoBatches);
-    let notice = match flash {
-        Some(Flash::BatchVoided { batch_id }) => Some(format!(
-            "Batch {batch_id} voided: none of its remaining codes can be redeemed."
-        )),
-        _ => None,
-    };
-    let response = list_page(who, &state, query, notice).await;
-    taken.finish(req, response)
+    let state: &AppState = &state;
+    flash::showing(req, state, who, FlashPage::PromoBatches, |who, flash| {
+        let notice = match flash {
+            Some(Flash::BatchVoided { batch_id }) => Some(format!(
+                "Batch {batch_id} voided: none of its remaining codes can be redeemed."
+            )),
+            _ => None,
+        };
+        list_page(who, state, query, notice)
+    })
+    .await
 }
 
 /// The list, with `notice` above it.

@@ -115,20 +115,22 @@ const ALERTS_SAVED: &str = "Low-balance alerts saved.";
 
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, FlashPage::Settings);
-    let outcome = match flash {
-        Some(Flash::PasswordChanged) => Outcome {
-            notice: Some(PASSWORD_CHANGED),
-            ..Outcome::default()
-        },
-        Some(Flash::AlertsSaved) => Outcome {
-            alerts_notice: Some(ALERTS_SAVED),
-            ..Outcome::default()
-        },
-        _ => Outcome::default(),
-    };
-    let response = render_page(&state, who, StatusCode::OK, outcome).await;
-    taken.finish(req, response)
+    let state: &AppState = &state;
+    flash::showing(req, state, who, FlashPage::Settings, |who, flash| {
+        let outcome = match flash {
+            Some(Flash::PasswordChanged) => Outcome {
+                notice: Some(PASSWORD_CHANGED),
+                ..Outcome::default()
+            },
+            Some(Flash::AlertsSaved) => Outcome {
+                alerts_notice: Some(ALERTS_SAVED),
+                ..Outcome::default()
+            },
+            _ => Outcome::default(),
+        };
+        render_page(state, who, StatusCode::OK, outcome)
+    })
+    .await
 }
 
 /// `POST /panel/settings/alerts`: "Save alerts". Every value is checked before any is saved,

@@ -160,23 +160,24 @@ async fn render_page(
 /// test event" with its notice (see `flash`).
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
-    let (flash, taken) = flash::take(req, &state, &who, FlashPage::Webhooks);
-    let (new_secret, notice) = match flash {
-        Some(Flash::NewWebhookEndpoint(added)) => (Some(added), None),
-        Some(Flash::WebhookTestSent) => (None, Some(TEST_SENT)),
-        _ => (None, None),
-    };
-    let response = render_page(
-        &state,
-        who,
-        StatusCode::OK,
-        new_secret,
-        AddForm::default(),
-        notice,
-        None,
-    )
-    .await;
-    taken.finish(req, response)
+    let state: &AppState = &state;
+    flash::showing(req, state, who, FlashPage::Webhooks, |who, flash| {
+        let (new_secret, notice) = match flash {
+            Some(Flash::NewWebhookEndpoint(added)) => (Some(added), None),
+            Some(Flash::WebhookTestSent) => (None, Some(TEST_SENT)),
+            _ => (None, None),
+        };
+        render_page(
+            state,
+            who,
+            StatusCode::OK,
+            new_secret,
+            AddForm::default(),
+            notice,
+            None,
+        )
+    })
+    .await
 }
 
 /// The notice after "Send test event".
