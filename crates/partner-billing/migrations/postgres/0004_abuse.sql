@@ -1,4 +1,4 @@
--- Abuse resistance (DESIGN.md §19): attempt counters shared by every replica, and the master
+-- Abuse resistance: attempt counters shared by every replica, and the master
 -- key's fingerprint.
 
 -- Attempts counted per (kind, subject) in buckets of a fixed length starting at bucket_utc:

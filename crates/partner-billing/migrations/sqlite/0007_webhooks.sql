@@ -1,4 +1,4 @@
--- Webhooks (DESIGN §16): endpoints, the transactional outbox of events, every delivery attempt,
+-- Webhooks: endpoints, the transactional outbox of events, every delivery attempt,
 -- and the low-balance alert thresholds.
 
 -- A reseller's endpoint. The signing secret is sealed under the master key (AEAD), never in
