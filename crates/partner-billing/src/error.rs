@@ -155,12 +155,26 @@ impl From<sqlx::Error> for Error {
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => Self::Unavailable(err),
-            sqlx::Error::Database(ref db) if db.code().is_some_and(|c| retryable_sqlstate(&c)) => {
+            sqlx::Error::Database(ref db) if retryable_database_error(db.as_ref()) => {
                 Self::Unavailable(err)
             }
             other => Self::Internal(other.to_string()),
         }
     }
+}
+
+/// Whether a database's error means "not done, try again": on SQLite, the database was busy or
+/// locked (another process held its write lock past the busy timeout); on PostgreSQL, a
+/// [`retryable_sqlstate`].
+fn retryable_database_error(err: &dyn sqlx::error::DatabaseError) -> bool {
+    if let Some(sqlite) = err.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+        // The primary result code, under the extended one SQLite reports: SQLITE_BUSY (5) or
+        // SQLITE_LOCKED (6), with their variants (BUSY_SNAPSHOT, LOCKED_SHAREDCACHE, ...).
+        return sqlx::error::DatabaseError::code(sqlite)
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| matches!(code & 0xff, 5 | 6));
+    }
+    err.code().is_some_and(|code| retryable_sqlstate(&code))
 }
 
 /// Whether a PostgreSQL SQLSTATE means "not done, try again": the database could not be
@@ -235,6 +249,53 @@ mod tests {
         for code in ["23503", "23505", "23514", "42P01", "25001", "22P02"] {
             assert_ne!(mapped(code), Some(ErrorCode::ServiceUnavailable), "{code}");
         }
+    }
+
+    /// SQLite busy past its timeout (another process holds the write lock) is retryable; a
+    /// constraint it refuses is not. Real errors, from a real database file.
+    #[tokio::test]
+    async fn a_busy_sqlite_database_is_service_unavailable() {
+        use sqlx::{Connection, SqliteConnection};
+
+        let dir = partner_billing_testkit::TempDir::new();
+        let url = format!("sqlite://{}?mode=rwc", dir.path.join("t.db").display());
+        let mut holder = SqliteConnection::connect(&url).await.expect("connect");
+        sqlx::query("CREATE TABLE t (n INTEGER NOT NULL CHECK (n > 0))")
+            .execute(&mut holder)
+            .await
+            .expect("table");
+        let mut other = SqliteConnection::connect(&url).await.expect("connect");
+        sqlx::query("PRAGMA busy_timeout = 0")
+            .execute(&mut other)
+            .await
+            .expect("pragma");
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut holder)
+            .await
+            .expect("the write lock");
+
+        let busy = sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .expect_err("the lock is held");
+        assert_eq!(
+            Error::from(busy).code(),
+            Some(ErrorCode::ServiceUnavailable)
+        );
+        let busy = sqlx::query("INSERT INTO t (n) VALUES (1)")
+            .execute(&mut other)
+            .await
+            .expect_err("the lock is held");
+        assert_eq!(
+            Error::from(busy).code(),
+            Some(ErrorCode::ServiceUnavailable)
+        );
+
+        let refused = sqlx::query("INSERT INTO t (n) VALUES (0)")
+            .execute(&mut holder)
+            .await
+            .expect_err("the check refuses it");
+        assert_eq!(Error::from(refused).code(), Some(ErrorCode::InternalError));
     }
 
     /// A lost connection, an exhausted or closed pool: retryable, whatever the backend.
