@@ -100,20 +100,32 @@ async fn read_json<T: DeserializeOwned>(
     body: &mut RequestBody,
     limit: usize,
 ) -> Result<T, ApiError> {
-    let is_json = request.content_type().is_some_and(|ct| {
+    if !is_json(request) {
+        return Err(not_json());
+    }
+    parse_json(read_bytes(body, limit).await?.as_ref())
+}
+
+/// Whether the request says its body is JSON (`application/json` or `application/…+json`).
+fn is_json(request: &Request) -> bool {
+    request.content_type().is_some_and(|ct| {
         ct.parse::<mime::Mime>().is_ok_and(|m| {
             m.type_() == "application"
                 && (m.subtype() == "json" || m.suffix().is_some_and(|s| s == "json"))
         })
-    });
-    if !is_json {
-        return Err(ApiError::validation(
-            "body",
-            "The body must be JSON (Content-Type: application/json).",
-        ));
-    }
-    let bytes = body
-        .take()
+    })
+}
+
+fn not_json() -> ApiError {
+    ApiError::validation(
+        "body",
+        "The body must be JSON (Content-Type: application/json).",
+    )
+}
+
+/// The body's bytes, refused past `limit`.
+async fn read_bytes(body: &mut RequestBody, limit: usize) -> Result<impl AsRef<[u8]>, ApiError> {
+    body.take()
         .map_err(|_| ApiError::validation("body", "The body could not be read."))?
         .into_bytes_limit(limit)
         .await
@@ -123,14 +135,14 @@ async fn read_json<T: DeserializeOwned>(
                 format!("The body is larger than {} KiB.", limit / 1024),
             ),
             _ => ApiError::validation("body", "The body could not be read."),
-        })?;
-    parse_json(&bytes)
+        })
 }
 
 impl_apirequest_for_payload!(JsonBody<T>, T: Type + DeserializeOwned);
 
-/// A JSON body that may be left out entirely (no body, no content type): it then reads as
-/// `T::default()`. A body that is present follows the rules of [`JsonBody`].
+/// A JSON body that may be left out: an empty body reads as `T::default()`, whatever its
+/// content type says (a client may send `Content-Type: application/json` with no body). A body
+/// that is present follows the rules of [`JsonBody`].
 #[derive(Debug)]
 pub struct OptionalJsonBody<T>(pub T);
 
@@ -154,16 +166,14 @@ impl<T: Type + DeserializeOwned + Default> ParsePayload for OptionalJsonBody<T> 
     const IS_REQUIRED: bool = false;
 
     async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
-        let empty = request.content_type().is_none()
-            && request
-                .header(poem::http::header::CONTENT_LENGTH)
-                .is_none_or(|len| len.trim() == "0");
-        if empty {
+        let bytes = read_bytes(body, BODY_MAX_BYTES).await?;
+        if bytes.as_ref().is_empty() {
             return Ok(Self(T::default()));
         }
-        JsonBody::<T>::from_request(request, body)
-            .await
-            .map(|JsonBody(value)| Self(value))
+        if !is_json(request) {
+            return Err(not_json().into());
+        }
+        Ok(Self(parse_json(bytes.as_ref())?))
     }
 }
 

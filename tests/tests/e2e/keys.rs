@@ -175,6 +175,30 @@ async fn api_keys_cannot_use_the_panel(db: Db) {
     let bare: serde_json::Value = bare.json().await.unwrap();
     assert!(bare["secret"].as_str().unwrap().starts_with("rss_"));
     assert!(bare["name"].is_null());
+    // So is it when the client says JSON but sends nothing, as some clients always do.
+    let empty = app
+        .http
+        .post(app.url("/v1/billing/resellers/me/api-keys"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty.status(), 201);
+    // A body that is there must still be JSON, and is refused whole.
+    let text = app
+        .http
+        .post(app.url("/v1/billing/resellers/me/api-keys"))
+        .bearer_auth(&token)
+        .header("content-type", "text/plain")
+        .body("name=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(text.status(), 400);
+    let problem: serde_json::Value = text.json().await.unwrap();
+    assert_eq!(problem["code"], "Request.ValidationFailed");
+    assert_eq!(problem["field"], "body");
     let keys: serde_json::Value = app
         .http
         .get(app.url("/v1/billing/resellers/me/api-keys"))
@@ -187,8 +211,8 @@ async fn api_keys_cannot_use_the_panel(db: Db) {
         .unwrap();
     assert_eq!(
         keys["apiKeys"].as_array().unwrap().len(),
-        2,
-        "nothing created or revoked by the API key"
+        3,
+        "nothing created or revoked by the API key, nor by the refused body"
     );
     assert_eq!(keys["apiKeys"][0]["status"], "active");
     app.stop().await;
