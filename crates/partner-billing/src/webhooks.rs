@@ -256,15 +256,16 @@ pub async fn send_test_event(store: &Store, account_id: i64, endpoint_id: &str) 
     Ok(())
 }
 
-/// An endpoint's last attempts, newest first, ordered by the endpoint first so that only its
-/// own index serves them, whatever share of all attempts it holds (`dialect::owned_by`).
+/// An endpoint's last attempts, newest first by when each was made (an attempt is recorded when
+/// it ends, so ids may be in another order), ordered by the endpoint first so that only its own
+/// index serves them, whatever share of all attempts it holds (`dialect::owned_by`).
 pub(crate) static DELIVERIES_SQL: PerBackend = PerBackend::new(|backend| {
     format!(
         "SELECT ev.event_id, ev.event_type, a.attempt, a.status_code, a.error, a.attempted_utc, \
          a.next_attempt_utc \
          FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_row_id \
          JOIN webhook_events ev ON ev.id = m.event_row_id \
-         WHERE {} ORDER BY a.endpoint_row_id DESC, a.id DESC LIMIT $2",
+         WHERE {} ORDER BY a.endpoint_row_id DESC, a.attempted_utc DESC, a.id DESC LIMIT $2",
         dialect::owned_by(backend, "a.endpoint_row_id", "$1")
     )
 });

@@ -24,6 +24,7 @@ both_databases!(
     non_public_and_malformed_urls_are_refused,
     a_license_event_is_signed_in_the_standard_webhooks_format,
     an_attempt_is_listed_at_the_time_it_was_signed,
+    deliveries_are_listed_by_when_they_were_made,
     refused_requests_and_unsubscribed_types_send_nothing,
     every_write_path_sends_its_event,
     balance_low_fires_once_per_crossing,
@@ -435,6 +436,55 @@ async fn an_attempt_is_listed_at_the_time_it_was_signed(db: Db) {
         deliveries[0].attempted_utc, signed_at,
         "the attempt's time is the one it was signed with"
     );
+}
+
+/// The deliveries list is newest first by when each attempt was made, not by when it was
+/// recorded. An attempt is recorded when its answer comes, so a slow attempt is recorded after
+/// a quick one made later; here the first recorded of two attempts is given the later time, as
+/// such a pair leaves them.
+async fn deliveries_are_listed_by_when_they_were_made(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    let (receiver, panel, endpoint) = subscribe(&app, &r, &["webhook.test"]).await;
+    for sent in 1..=2 {
+        panel
+            .test_webhook_endpoint(&endpoint.webhook_endpoint_id)
+            .await
+            .unwrap();
+        receiver.wait_for(sent).await;
+    }
+    let recorded = eventually("both attempts recorded", || async {
+        let d = panel
+            .webhook_deliveries(&endpoint.webhook_endpoint_id)
+            .await
+            .unwrap()
+            .deliveries;
+        (d.len() == 2).then_some(d)
+    })
+    .await;
+    let first_recorded: i64 = sqlx::query_scalar("SELECT min(id) FROM webhook_attempts")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    let latest = recorded.iter().map(|d| d.attempted_utc).max().unwrap() + 100;
+    sqlx::query("UPDATE webhook_attempts SET attempted_utc = $1 WHERE id = $2")
+        .bind(latest)
+        .bind(first_recorded)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+
+    let listed = panel
+        .webhook_deliveries(&endpoint.webhook_endpoint_id)
+        .await
+        .unwrap()
+        .deliveries;
+    let times: Vec<i64> = listed.iter().map(|d| d.attempted_utc).collect();
+    assert_eq!(
+        times[0], latest,
+        "the attempt made last comes first: {times:?}"
+    );
+    assert!(times[0] > times[1], "newest first: {times:?}");
 }
 
 async fn refused_requests_and_unsubscribed_types_send_nothing(db: Db) {

@@ -136,7 +136,7 @@ async fn every_list_page_is_one_seek_to_its_cursor() {
             "an endpoint's deliveries",
             sqlite(&crate::webhooks::DELIVERIES_SQL),
             "a",
-            "webhook_attempts_endpoint (endpoint_row_id=?)",
+            "webhook_attempts_endpoint_time (endpoint_row_id=?)",
         ),
     ];
     for (name, sql, table, seek) in lists {
