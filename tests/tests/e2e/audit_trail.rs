@@ -349,14 +349,15 @@ async fn html_panel_changes_are_in_the_trail_and_on_the_activity_page(db: Db) {
     assert!(page.body.contains(&format!("panel:{}", r.client_id)));
     assert!(page.body.contains("127.0.0.1"));
     assert!(page.body.contains("from the form"));
-    // A time among the details reads as every time of the panel does, not as Unix seconds
-    // (the sign-in's `session.created` and its expiry).
+    // A time among the details reads as every time of the panel does, not as Unix seconds,
+    // in a `<time>` (the sign-in's `session.created` and its expiry).
     let at = page
         .body
-        .find("expiresUtc: ")
-        .expect("the session's expiry shown");
-    let shown = &page.body[at + "expiresUtc: ".len()..];
-    let shown = &shown[..shown.find(" UTC").expect("a time in UTC")];
+        .find("expiresUtc: <time datetime=\"")
+        .expect("the session's expiry shown as a time");
+    let shown = &page.body[at..];
+    let shown = &shown[shown.find('>').expect("the element") + 1..];
+    let shown = &shown[..shown.find(" UTC</time>").expect("a time in UTC")];
     assert!(
         shown.len() == 16 && shown.as_bytes()[4] == b'-' && shown.as_bytes()[10] == b' ',
         "{shown}"

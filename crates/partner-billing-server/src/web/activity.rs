@@ -19,39 +19,56 @@ struct ActivityRow {
     created: Utc,
     action: String,
     actor: String,
-    details: String,
+    details: Vec<Detail>,
     source: String,
+}
+
+/// One of an entry's ids or details, `name: value`.
+struct Detail {
+    name: String,
+    value: DetailValue,
+}
+
+enum DetailValue {
+    Text(String),
+    /// A time (`expiresUtc`, …), shown in a `<time>` as every time of the panel.
+    Time(Utc),
 }
 
 impl ActivityRow {
     fn of(entry: AuditEntry) -> Self {
-        let mut parts: Vec<String> = entry
+        let mut details: Vec<Detail> = entry
             .ids
             .iter()
-            .map(|(name, value)| format!("{name}: {value}"))
+            .map(|(name, value)| Detail {
+                name: name.clone(),
+                value: DetailValue::Text(value.clone()),
+            })
             .collect();
-        if let serde_json::Value::Object(details) = &entry.details {
-            for (name, value) in details {
+        if let serde_json::Value::Object(fields) = &entry.details {
+            for (name, value) in fields {
                 let value = match value {
                     serde_json::Value::Null => continue,
                     serde_json::Value::Array(items) => {
-                        items.iter().map(shown).collect::<Vec<_>>().join(", ")
+                        DetailValue::Text(items.iter().map(shown).collect::<Vec<_>>().join(", "))
                     }
-                    // A time (`expiresUtc`, …) as the panel shows every time.
                     serde_json::Value::Number(n) if name.ends_with("Utc") => match n.as_i64() {
-                        Some(seconds) => Utc::new(seconds).text,
-                        None => n.to_string(),
+                        Some(seconds) => DetailValue::Time(Utc::new(seconds)),
+                        None => DetailValue::Text(n.to_string()),
                     },
-                    other => shown(other),
+                    other => DetailValue::Text(shown(other)),
                 };
-                parts.push(format!("{name}: {value}"));
+                details.push(Detail {
+                    name: name.clone(),
+                    value,
+                });
             }
         }
         Self {
             created: Utc::new(entry.created_utc),
             action: entry.action,
             actor: entry.actor,
-            details: parts.join(", "),
+            details,
             source: entry.source_address.unwrap_or_default(),
         }
     }
