@@ -274,22 +274,18 @@ mod tests {
             .await
             .expect("the write lock");
 
-        let busy = sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut other)
-            .await
-            .expect_err("the lock is held");
-        assert_eq!(
-            Error::from(busy).code(),
-            Some(ErrorCode::ServiceUnavailable)
-        );
-        let busy = sqlx::query("INSERT INTO t (n) VALUES (1)")
-            .execute(&mut other)
-            .await
-            .expect_err("the lock is held");
-        assert_eq!(
-            Error::from(busy).code(),
-            Some(ErrorCode::ServiceUnavailable)
-        );
+        // Taking the lock, and a write that needs it.
+        for statement in ["BEGIN IMMEDIATE", "INSERT INTO t (n) VALUES (1)"] {
+            let busy = sqlx::query(statement)
+                .execute(&mut other)
+                .await
+                .expect_err("the lock is held");
+            assert_eq!(
+                Error::from(busy).code(),
+                Some(ErrorCode::ServiceUnavailable),
+                "{statement}"
+            );
+        }
 
         let refused = sqlx::query("INSERT INTO t (n) VALUES (0)")
             .execute(&mut holder)
