@@ -4,17 +4,34 @@
 use poem::Request;
 use poem::http::header;
 
-/// Cross-site when `Sec-Fetch-Site` is present and neither `same-origin` nor `none` (a typed
-/// address or a bookmark); without it, when an `Origin` is present and is not the panel's own
-/// (`http://` or `https://` and the request's host).
+/// What the request is, which decides whether `Sec-Fetch-Site: none` may come from the panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// A call to the JSON panel API: `none` (a request the user made directly, not from a page)
+    /// passes unless it names a foreign `Origin`.
+    ByApiCall,
+    /// A form of the HTML panel: a browser posts it from a page, so only `same-origin` is ours.
+    ByForm,
+}
+
+/// Cross-site when `Sec-Fetch-Site` is present and not `same-origin` (for an API call, `none`
+/// too is let through to the `Origin` test); without it, when an `Origin` is present and is
+/// not the panel's own (`http://` or `https://` and the request's host).
 ///
-/// When `Sec-Fetch-Site` is present it decides alone: Chromium sends `Origin: null` with
-/// `Sec-Fetch-Site: same-origin` on a same-origin form POST from a page with
-/// `Referrer-Policy: no-referrer`, and that request is same-origin.
-pub fn is_cross_site(req: &Request) -> bool {
-    if let Some(site) = req.header("sec-fetch-site") {
-        return site != "same-origin" && site != "none";
+/// `same-origin` decides alone: Chromium sends `Origin: null` with `Sec-Fetch-Site:
+/// same-origin` on a same-origin form POST from a page with `Referrer-Policy: no-referrer`,
+/// and that request is same-origin.
+pub fn is_cross_site(req: &Request, sent: Sent) -> bool {
+    match req.header("sec-fetch-site") {
+        Some("same-origin") => false,
+        Some("none") if sent == Sent::ByApiCall => foreign_origin(req),
+        Some(_) => true,
+        None => foreign_origin(req),
     }
+}
+
+/// Whether the request names an `Origin` that is not the panel's own.
+fn foreign_origin(req: &Request) -> bool {
     let Some(origin) = req.header(header::ORIGIN) else {
         return false;
     };
@@ -29,7 +46,7 @@ pub fn is_cross_site(req: &Request) -> bool {
 mod tests {
     use poem::Request;
 
-    use super::is_cross_site;
+    use super::{Sent, is_cross_site};
 
     #[test]
     fn the_table_of_cases() {
@@ -40,11 +57,10 @@ mod tests {
             Option<&'static str>,
             bool,
         );
-        let cases: [Case; 16] = [
+        let cases: [Case; 15] = [
             (None, None, Some("panel.example"), false),
             (None, None, None, false),
             (Some("same-origin"), None, Some("panel.example"), false),
-            (Some("none"), None, Some("panel.example"), false),
             (Some("same-site"), None, Some("panel.example"), true),
             (Some("cross-site"), None, Some("panel.example"), true),
             (Some("something-new"), None, Some("panel.example"), true),
@@ -108,11 +124,13 @@ mod tests {
                 builder = builder.header("host", host);
             }
             let req = builder.finish();
-            assert_eq!(
-                is_cross_site(&req),
-                expected,
-                "Sec-Fetch-Site {site:?}, Origin {origin:?}, Host {host:?}"
-            );
+            for sent in [Sent::ByApiCall, Sent::ByForm] {
+                assert_eq!(
+                    is_cross_site(&req, sent),
+                    expected,
+                    "Sec-Fetch-Site {site:?}, Origin {origin:?}, Host {host:?}, {sent:?}"
+                );
+            }
         }
     }
 
@@ -122,6 +140,35 @@ mod tests {
             .uri("https://panel.example/panel/logout".parse().unwrap())
             .header("origin", "https://panel.example")
             .finish();
-        assert!(!is_cross_site(&req));
+        assert!(!is_cross_site(&req, Sent::ByForm));
+    }
+
+    /// `Sec-Fetch-Site: none` is a request the user made directly (a typed address, a tool):
+    /// an API call, unless it names a foreign origin; never a form, which a page posts.
+    #[test]
+    fn none_is_an_api_call_never_a_form() {
+        // (Origin, cross-site for an API call?)
+        let cases = [
+            (None, false),
+            (Some("https://panel.example"), false),
+            (Some("https://evil.example"), true),
+            (Some("null"), true),
+        ];
+        for (origin, api_cross_site) in cases {
+            let mut builder = Request::builder()
+                .method(poem::http::Method::POST)
+                .header("sec-fetch-site", "none")
+                .header("host", "panel.example");
+            if let Some(origin) = origin {
+                builder = builder.header("origin", origin);
+            }
+            let req = builder.finish();
+            assert_eq!(
+                is_cross_site(&req, Sent::ByApiCall),
+                api_cross_site,
+                "{origin:?}"
+            );
+            assert!(is_cross_site(&req, Sent::ByForm), "{origin:?}");
+        }
     }
 }

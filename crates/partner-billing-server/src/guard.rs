@@ -12,7 +12,7 @@ use partner_billing::store::Store;
 use partner_billing::wire::ErrorCode;
 use partner_billing::{accounts, keys, operators};
 
-use crate::cross_site::is_cross_site;
+use crate::cross_site::{Sent, is_cross_site};
 use crate::problem::{ApiError, Challenge};
 
 const PARTNER_PREFIX: &str = "/v1/billing/partner";
@@ -83,7 +83,7 @@ fn refusal(req: &Request) -> Option<ApiError> {
             return Some(ApiError::new(ErrorCode::BrowserOriginForbidden, detail));
         }
     } else if path.starts_with(PANEL_PREFIX) {
-        if is_cross_site(req) {
+        if is_cross_site(req, Sent::ByApiCall) {
             return Some(ApiError::new(
                 ErrorCode::BrowserOriginForbidden,
                 "Cross-site browser requests to the panel are refused.",

@@ -74,6 +74,26 @@ async fn browser_requests_are_refused_and_charge_nothing(db: Db) {
         .await
         .unwrap();
     assert_eq!(response.status(), 403);
+    // `Sec-Fetch-Site: none` (a request made directly) passes, unless it names a foreign origin.
+    for (origin, status) in [(None, 201), (Some("https://evil.example"), 403)] {
+        let mut request = app
+            .http
+            .post(app.url("/v1/billing/resellers/sessions"))
+            .header("Sec-Fetch-Site", "none");
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        let response = request
+            .json(&json!({"clientId": r.client_id, "password": r.password}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            status,
+            "Sec-Fetch-Site: none, Origin {origin:?}"
+        );
+    }
     app.stop().await;
 }
 

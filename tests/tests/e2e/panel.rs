@@ -392,6 +392,12 @@ async fn forged_and_cross_site_forms_change_nothing(db: Db) {
             vec![("csrf", token.as_str())],
             vec![("Origin", "null".into())],
         ),
+        // A request the user made directly (a typed address): never a form, which a page posts.
+        (
+            "no site",
+            vec![("csrf", token.as_str())],
+            vec![("Sec-Fetch-Site", "none".into())],
+        ),
     ];
     for (what, form, headers) in refusals {
         for path in [revoke.as_str(), "/panel/api-keys", "/panel/logout"] {

@@ -53,7 +53,7 @@ pub async fn submit(
     state: Data<&AppState>,
     Form(form): Form<SignInForm>,
 ) -> Response {
-    if crate::cross_site::is_cross_site(req) {
+    if crate::cross_site::is_cross_site(req, crate::cross_site::Sent::ByForm) {
         return session::forbidden();
     }
     let client_id: String = form

@@ -16,7 +16,7 @@ use partner_billing::domain::Secret;
 
 use super::{cookies, csrf, layout};
 use crate::AppState;
-use crate::cross_site::is_cross_site;
+use crate::cross_site::{Sent, is_cross_site};
 use crate::origin::RequestFacts;
 
 /// A signed-in person: the account, the session token, its CSRF token, and the origin the
@@ -70,7 +70,7 @@ pub struct SignedInForm<T> {
 
 impl<'a, T: DeserializeOwned + Send> FromRequest<'a> for SignedInForm<T> {
     async fn from_request(req: &'a Request, body: &mut RequestBody) -> poem::Result<Self> {
-        if is_cross_site(req) {
+        if is_cross_site(req, Sent::ByForm) {
             return Err(refuse(forbidden()));
         }
         let who = SignedIn::from_request(req, body).await?;
