@@ -894,7 +894,7 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
 /// The cookie that carries a new key's secret to the page after "Create key" opens on that
 /// page only, in the session that made the key only, unaltered, and for a minute only: another
 /// page leaves it for its own, another session's page or an altered cookie shows nothing (and
-/// drops it), and the same cookie sent again after its minute shows nothing.
+/// drops it), the same cookie sent again shows nothing, within its minute or after it.
 async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db) {
     let app = TestApp::spawn(&db).await;
     let r = app.reseller().await;
@@ -950,6 +950,34 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
         shown.body
     );
     assert!(drops_flash(&shown));
+    // The same cookie kept and sent again within its minute: nothing, the secret was shown.
+    let again = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
+    assert_eq!(again.status, 200);
+    assert!(!again.body.contains("new-secret"), "{}", again.body);
+    assert!(drops_flash(&again));
+    // A newer secret's cookie opens, once, and the older one still not.
+    let rolled = post(
+        &app,
+        &format!("/panel/api-keys/{}/roll", r.api_key_id),
+        &cookie,
+        &[("csrf", &csrf(&keys)), ("expires_in", "0")],
+    )
+    .await;
+    assert_eq!(rolled.status, 303, "{}", rolled.body);
+    let newer = set_flash_cookie(&rolled);
+    for (which, cookie_sent, shows) in [
+        ("older", &flash, false),
+        ("newer", &newer, true),
+        ("newer again", &newer, false),
+    ] {
+        let page = get(&app, "/panel/api-keys", &format!("{cookie}; {cookie_sent}")).await;
+        assert_eq!(
+            page.body.contains("<code id=\"new-secret\">rss_"),
+            shows,
+            "{which}: {}",
+            page.body
+        );
+    }
     // The same cookie kept and sent again past its minute: nothing.
     app.store.clock().advance(61);
     let replayed = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;

@@ -106,7 +106,7 @@ async fn render_page(
 
 /// The answer to "Create key" or "Roll" that made `created`: a `303` to the page, which shows
 /// the new key's secret once (see `flash`).
-fn show_new_key(
+async fn show_new_key(
     req: &Request,
     state: &AppState,
     who: &SignedIn,
@@ -116,7 +116,7 @@ fn show_new_key(
         api_key_id: created.api_key_id,
         secret: created.secret,
     });
-    flash::see_other(req, state, who, flash)
+    flash::see_other(req, state, who, flash).await
 }
 
 /// `GET /panel/api-keys`; after "Create key" or "Roll", with the new key's secret, once;
@@ -147,7 +147,7 @@ pub async fn create(
     let name = form.name.trim().to_owned();
     let requested = (!name.is_empty()).then_some(name.as_str());
     match keys::create_api_key(&state.store, who.account.account_id, requested, &who.origin).await {
-        Ok(created) => show_new_key(req, &state, &who, created),
+        Ok(created) => show_new_key(req, &state, &who, created).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active. Revoke one you no longer use, then create a new one.",
@@ -190,7 +190,7 @@ pub async fn revoke(
     )
     .await
     {
-        Ok(()) => flash::see_other(req, &state, &who, Flash::KeyRevoked { api_key_id }),
+        Ok(()) => flash::see_other(req, &state, &who, Flash::KeyRevoked { api_key_id }).await,
         Err(Error::ApiKeyNotFound) => {
             let error = "That key does not exist.".to_owned();
             render_page(
@@ -250,7 +250,7 @@ pub async fn roll(
     )
     .await
     {
-        Ok(created) => show_new_key(req, &state, &who, created),
+        Ok(created) => show_new_key(req, &state, &who, created).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active: revoke one you no longer use before rolling.",

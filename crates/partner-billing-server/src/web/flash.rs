@@ -11,9 +11,10 @@
 //! page reached by GET) never sends the form again, never makes a second key, and never shows
 //! the secret again; the back button neither (every panel page is `no-store`, so it is fetched
 //! again, without the cookie). A cookie rather than the server's memory: the page may be served
-//! by another replica than the form. Within its minute, a copy of the cookie together with the
-//! session's own cookie would open it again: it is `HttpOnly` and `SameSite=Strict`, like the
-//! session's.
+//! by another replica than the form. A secret opens once: the session records the nonce of
+//! the message that holds it until a page shows it, so a copy of the cookie sent again, even
+//! within its minute, shows nothing. A notice may show again from a copy; it tells nothing new.
+//! The cookie is `HttpOnly` and `SameSite=Strict`, like the session's.
 
 use poem::{Request, Response};
 use serde::{Deserialize, Serialize};
@@ -27,10 +28,13 @@ use crate::AppState;
 /// How long after its form a flash opens: the browser follows the `303` at once.
 pub const FLASH_LIFETIME_SECONDS: i64 = 60;
 
-/// A flash as sealed: the message and when it was made.
+/// A flash as sealed: the message, when it was made, and for a message with a secret the
+/// nonce its session records until the secret is shown (`accounts::expect_secret_message`).
 #[derive(Serialize, Deserialize)]
 struct Sealed {
     made_utc: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    once: Option<String>,
     flash: Flash,
 }
 
@@ -118,16 +122,17 @@ impl Flash {
 }
 
 /// The `303` to the page of `flash`, carrying it there.
-pub fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) -> Response {
+pub async fn see_other(req: &Request, state: &AppState, who: &SignedIn, flash: Flash) -> Response {
     let location = flash.page().path();
-    see_other_to(req, state, who, flash, location)
+    see_other_to(req, state, who, flash, location).await
 }
 
 /// The `303` to `location`, the page of `flash` (with a query: a list's filter), carrying it
-/// there. Should sealing fail (no master key, which a server always has), a secret's page shows
-/// the failure (the key exists, and the reseller rolls it to get a secret); a notice is left
-/// out, since what the form did is done.
-pub fn see_other_to(
+/// there. A secret is shown once: its session records the message's nonce, which the page
+/// clears when it shows it. Should sealing or that record fail, a secret's page shows the
+/// failure (the key exists, and the reseller rolls it to get a secret); a notice is left out,
+/// since what the form did is done.
+pub async fn see_other_to(
     req: &Request,
     state: &AppState,
     who: &SignedIn,
@@ -135,13 +140,21 @@ pub fn see_other_to(
     location: &str,
 ) -> Response {
     let holds_secret = flash.holds_secret();
+    let once = holds_secret.then(|| uuid::Uuid::new_v4().simple().to_string());
     let sealed = Sealed {
         made_utc: state.store.now_utc(),
+        once,
         flash,
     };
-    let sealed = serde_json::to_vec(&sealed)
-        .map_err(|e| partner_billing::Error::Internal(format!("a panel message: {e}")))
-        .and_then(|message| accounts::seal_for_session(&state.store, &who.token, &message));
+    let sealed = match &sealed.once {
+        Some(nonce) => accounts::expect_secret_message(&state.store, &who.token, nonce).await,
+        None => Ok(()),
+    }
+    .and_then(|()| {
+        serde_json::to_vec(&sealed)
+            .map_err(|e| partner_billing::Error::Internal(format!("a panel message: {e}")))
+    })
+    .and_then(|message| accounts::seal_for_session(&state.store, &who.token, &message));
     match sealed {
         Ok(sealed) => {
             let mut response = layout::see_other(location);
@@ -171,7 +184,7 @@ where
     F: FnOnce(SignedIn, Option<Flash>) -> Fut,
     Fut: Future<Output = Response>,
 {
-    let (flash, taken) = take(req, state, &who, page);
+    let (flash, taken) = take(req, state, &who, page).await;
     let response = render(who, flash).await;
     taken.finish(req, response)
 }
@@ -190,8 +203,10 @@ enum Taken {
 }
 
 /// The message the request's flash cookie holds for `page` in this session, if any, and what
-/// to do with the cookie.
-fn take(
+/// to do with the cookie. A secret opens once: its nonce is cleared from the session here, so a
+/// copy of the cookie sent again shows nothing (and a page that then fails has lost it: the
+/// reseller rolls the key, or deletes and adds the endpoint, for a new secret).
+async fn take(
     req: &Request,
     state: &AppState,
     who: &SignedIn,
@@ -208,6 +223,23 @@ fn take(
         });
     match opened {
         Some(sealed) if sealed.flash.page() != page => (None, Taken::Keep),
+        Some(sealed) if sealed.flash.holds_secret() => {
+            let first = match &sealed.once {
+                Some(nonce) => {
+                    accounts::show_secret_message_once(&state.store, &who.token, nonce).await
+                }
+                None => Ok(false),
+            };
+            match first {
+                Ok(true) => (Some(sealed.flash), Taken::Shown),
+                Ok(false) => (None, Taken::Unusable),
+                Err(err) => {
+                    // Left for the reload: the secret is still waiting.
+                    tracing::error!(error = %err, "a panel secret could not be taken");
+                    (None, Taken::Keep)
+                }
+            }
+        }
         Some(sealed) => (Some(sealed.flash), Taken::Shown),
         None => (None, Taken::Unusable),
     }

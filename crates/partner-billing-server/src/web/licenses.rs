@@ -266,7 +266,7 @@ pub async fn revoke(
             let done = Flash::LicenseRevoked {
                 license_id: revoked.license_id,
             };
-            flash::see_other_to(req, &state, &who, done, &back)
+            flash::see_other_to(req, &state, &who, done, &back).await
         }
         Err(Error::LicenseNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),

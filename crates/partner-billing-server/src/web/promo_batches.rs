@@ -172,7 +172,7 @@ pub async fn void(
             let done = Flash::BatchVoided {
                 batch_id: voided.batch_id,
             };
-            flash::see_other(req, &state, &who, done)
+            flash::see_other(req, &state, &who, done).await
         }
         Err(Error::PromoBatchNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),

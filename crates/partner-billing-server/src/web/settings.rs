@@ -191,7 +191,7 @@ pub async fn save_alerts(
             Err(err) => return layout::failure_for(&who, err),
         }
     }
-    flash::see_other(req, &state, &who, Flash::AlertsSaved)
+    flash::see_other(req, &state, &who, Flash::AlertsSaved).await
 }
 
 #[derive(Deserialize)]
@@ -231,7 +231,7 @@ pub async fn change_password(
     };
     let mut retry_after = None;
     let (status, error) = match outcome {
-        Ok(()) => return flash::see_other(req, &state, &who, Flash::PasswordChanged),
+        Ok(()) => return flash::see_other(req, &state, &who, Flash::PasswordChanged).await,
         Err(Error::Validation(invalid)) if invalid.field == "currentPassword" => (
             StatusCode::BAD_REQUEST,
             "The current password is incorrect.".to_owned(),

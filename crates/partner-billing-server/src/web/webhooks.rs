@@ -230,7 +230,7 @@ pub async fn create(
                     webhook_endpoint_id,
                     secret,
                 });
-                return flash::see_other(req, &state, &who, flash);
+                return flash::see_other(req, &state, &who, flash).await;
             }
             Err(Error::WebhookEndpointLimitReached) => refused(
                 StatusCode::CONFLICT,
@@ -267,7 +267,7 @@ pub async fn test(
     Path(endpoint_id): Path<String>,
 ) -> Response {
     match webhooks::send_test_event(&state.store, who.account.account_id, &endpoint_id).await {
-        Ok(()) => flash::see_other(req, &state, &who, Flash::WebhookTestSent),
+        Ok(()) => flash::see_other(req, &state, &who, Flash::WebhookTestSent).await,
         Err(err) => action_refused(&state, who, err).await,
     }
 }

@@ -299,6 +299,39 @@ pub async fn purge_expired_sessions(store: &Store) -> Result<u64> {
     Ok(result.rows_affected())
 }
 
+/// Records `nonce` as the message with a secret that the session `token` still has to show (a
+/// newer one replaces it): [`show_secret_message_once`] then lets it through once. The panel
+/// seals the secret into a cookie; this makes the cookie good for one showing, not for every
+/// copy sent within its minute.
+pub async fn expect_secret_message(store: &Store, token: &Secret, nonce: &str) -> Result<()> {
+    store
+        .write_one(
+            sqlx::query(
+                "UPDATE panel_sessions SET secret_message_nonce = $1 WHERE token_hash = $2",
+            )
+            .bind(nonce)
+            .bind(token.hash()),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Whether the message with a secret that the session `token` still has to show is `nonce`:
+/// `true` for the first caller only, which then shows it; it is no longer waiting afterwards.
+pub async fn show_secret_message_once(store: &Store, token: &Secret, nonce: &str) -> Result<bool> {
+    let result = store
+        .write_one(
+            sqlx::query(
+                "UPDATE panel_sessions SET secret_message_nonce = NULL \
+                 WHERE token_hash = $1 AND secret_message_nonce = $2",
+            )
+            .bind(token.hash())
+            .bind(nonce),
+        )
+        .await?;
+    Ok(result.rows_affected() == 1)
+}
+
 /// What [`seal_for_session`] binds a sealed message to: the purpose and the session (by its
 /// token's hash).
 fn session_context(token: &Secret) -> Vec<u8> {
