@@ -19,7 +19,8 @@ both_databases!(
     sign_out_ends_the_session_at_once,
     settings_password_change_ends_other_sessions,
     roll_shows_the_new_secret_once_and_the_old_key_expires,
-    a_new_secret_opens_on_its_page_in_its_session_within_its_minute
+    a_new_secret_opens_on_its_page_in_its_session_within_its_minute,
+    the_overview_shows_units_spent_per_day_and_product
 );
 
 /// A client that does not follow redirects, so that 303s can be checked.
@@ -984,5 +985,73 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
     assert_eq!(replayed.status, 200);
     assert!(!replayed.body.contains("new-secret"), "{}", replayed.body);
     assert!(drops_flash(&replayed));
+    app.stop().await;
+}
+
+/// The overview's usage: units spent per day (UTC) and product, licenses and promo batches
+/// alike, as a chart (`svg#usage-chart`) and as `table#usage` (Day, Product, Units), newest day
+/// first. A day is a date, shown as text: every `<time>` of the page reads as a time.
+async fn the_overview_shows_units_spent_per_day_and_product(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.plan_with_days("basic", Some(30)).await;
+    app.credit(&r, "pro", 10).await;
+    app.credit(&r, "basic", 10).await;
+    app.user("alice").await;
+    let client = sdk(&app, &r.client_id, &r.secret);
+    for _ in 0..2 {
+        client.issue_license("pro", "alice", None).await.unwrap();
+    }
+    client.generate_promo_batch("basic", 3, None).await.unwrap();
+    let first_day = partner_billing::utc::rfc3339(app.store.now_utc()).unwrap()[..10].to_owned();
+    app.store.clock().advance(86_400);
+    client.issue_license("pro", "alice", None).await.unwrap();
+    let second_day = partner_billing::utc::rfc3339(app.store.now_utc()).unwrap()[..10].to_owned();
+
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    let overview = get(&app, "/panel", &cookie).await;
+    assert_eq!(overview.status, 200);
+    assert!(
+        overview.body.contains("<svg id=\"usage-chart\""),
+        "{}",
+        overview.body
+    );
+    assert_eq!(
+        column_headers(&overview, "usage"),
+        ["Day", "Product", "Units"]
+    );
+    let table = between(&overview.body, "<table id=\"usage\">", "</table>").unwrap();
+    let rows: Vec<Vec<String>> = table
+        .split("<tr>")
+        .skip(2)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let text = cell.split_once('>').map_or("", |(_, rest)| rest);
+                    text.split("</td>").next().unwrap_or_default().to_owned()
+                })
+                .collect()
+        })
+        .collect();
+    let row = |day: &str, product: &str, units: &str| {
+        vec![day.to_owned(), product.to_owned(), units.to_owned()]
+    };
+    assert_eq!(
+        rows[0],
+        row(&second_day, "pro", "1"),
+        "newest day first: {rows:?}"
+    );
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.contains(&row(&first_day, "pro", "2")), "{rows:?}");
+    assert!(rows.contains(&row(&first_day, "basic", "3")), "{rows:?}");
+    for time in overview.body.split("<time ").skip(1) {
+        let text = between(time, ">", "</time>").unwrap();
+        assert!(
+            text.len() == 20 && text.ends_with(" UTC") && text.as_bytes()[10] == b' ',
+            "a <time> reads as a time: {text}"
+        );
+    }
     app.stop().await;
 }

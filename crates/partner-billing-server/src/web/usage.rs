@@ -27,8 +27,8 @@ const BAR: i64 = SLOT - 6;
 
 /// One row of `table#usage`.
 pub struct UsageLine {
-    pub day: Utc,
-    /// `2026-11-23`.
+    /// The day (UTC), `2026-11-23`: a date, not a time, so plain text, not a `<time>` (whose
+    /// text is always a time of the form `2026-11-23 06:00 UTC` in the panel).
     pub date: String,
     pub product_slug: String,
     pub units: i64,
@@ -138,7 +138,6 @@ pub fn usage(rows: &[UsageRow], now_utc: i64) -> (String, Vec<UsageLine>) {
         .iter()
         .rev()
         .map(|row| UsageLine {
-            day: Utc::new(row.day_utc),
             date: Utc::new(row.day_utc).datetime.chars().take(10).collect(),
             product_slug: row.product_slug.clone(),
             units: row.units,
