@@ -6,8 +6,8 @@ mod session;
 
 pub use session::{
     PanelAccount, authenticate_session, change_password, create_session, end_session,
-    expect_secret_message, open_for_session, purge_expired_sessions, seal_for_session,
-    show_secret_message_once,
+    expect_secret_message, give_back_secret_message, open_for_session, purge_expired_sessions,
+    seal_for_session, show_secret_message_once,
 };
 
 use serde::Serialize;

@@ -11,10 +11,14 @@
 //! page reached by GET) never sends the form again, never makes a second key, and never shows
 //! the secret again; the back button neither (every panel page is `no-store`, so it is fetched
 //! again, without the cookie). A cookie rather than the server's memory: the page may be served
-//! by another replica than the form. A secret opens once: the session records the nonce of
-//! the message that holds it until a page shows it, so a copy of the cookie sent again, even
-//! within its minute, shows nothing. A notice may show again from a copy; it tells nothing new.
-//! The cookie is `HttpOnly` and `SameSite=Strict`, like the session's.
+//! by another replica than the form.
+//!
+//! A secret opens once: the session records the nonce of the message that holds it (a newer
+//! secret's replacing it), the page that shows it claims the nonce, and a page that fails gives
+//! it back for the reload. So a copy of the cookie sent again, even within its minute, shows
+//! nothing. A copy that does not open leaves the browser's cookie alone (it may be a newer
+//! one's), and a prefetch takes nothing. A notice may show again from a copy; it tells nothing
+//! new. The cookie is `HttpOnly` and `SameSite=Strict`, like the session's.
 
 use poem::{Request, Response};
 use serde::{Deserialize, Serialize};
@@ -184,28 +188,53 @@ where
     F: FnOnce(SignedIn, Option<Flash>) -> Fut,
     Fut: Future<Output = Response>,
 {
+    let token = who.token.clone();
     let (flash, taken) = take(req, state, &who, page).await;
     let response = render(who, flash).await;
+    if let Taken::ShownSecret(nonce) = &taken
+        && !response.status().is_success()
+    {
+        // The page failed: the secret waits for the reload, unless a newer one replaced it.
+        if let Err(err) = accounts::give_back_secret_message(&state.store, &token, nonce).await {
+            tracing::error!(error = %err, "a panel secret could not be given back");
+        }
+    }
     taken.finish(req, response)
+}
+
+/// Whether the browser is fetching the page ahead of its use (a prefetch or prerender): such a
+/// request takes no message, which the person may never see.
+fn is_prefetch(req: &Request) -> bool {
+    ["sec-purpose", "purpose", "x-purpose", "x-moz"]
+        .iter()
+        .any(|name| {
+            req.header(name).is_some_and(|value| {
+                let value = value.to_ascii_lowercase();
+                value.contains("prefetch") || value.contains("preview")
+            })
+        })
 }
 
 /// What the page does with the request's flash cookie once it has answered: pass the answer
 /// through [`Taken::finish`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Taken {
-    /// No cookie, or another page's message: left for that page.
+    /// No cookie, another page's message, a secret's copy already shown or replaced (the
+    /// browser's cookie may be the newer one's), or a prefetch: left as it is.
     Keep,
-    /// This page's message: dropped once the page is shown (a page that fails keeps it, for
+    /// This page's notice: dropped once the page is shown (a page that fails keeps it, for
     /// the reload).
     Shown,
+    /// This page's secret, its nonce claimed from the session: as `Shown`, and a page that
+    /// fails gives the nonce back ([`showing`]).
+    ShownSecret(String),
     /// A cookie that no longer opens (another session's, altered, past its minute): dropped.
     Unusable,
 }
 
 /// The message the request's flash cookie holds for `page` in this session, if any, and what
-/// to do with the cookie. A secret opens once: its nonce is cleared from the session here, so a
-/// copy of the cookie sent again shows nothing (and a page that then fails has lost it: the
-/// reseller rolls the key, or deletes and adds the endpoint, for a new secret).
+/// to do with the cookie. A secret opens once: its nonce is claimed from the session here, so
+/// a copy of the cookie sent again shows nothing.
 async fn take(
     req: &Request,
     state: &AppState,
@@ -215,6 +244,9 @@ async fn take(
     let Some(cookie) = cookies::flash(req) else {
         return (None, Taken::Keep);
     };
+    if is_prefetch(req) {
+        return (None, Taken::Keep);
+    }
     let opened = accounts::open_for_session(&state.store, &who.token, cookie)
         .and_then(|message| serde_json::from_slice::<Sealed>(&message).ok())
         .filter(|sealed| {
@@ -224,15 +256,13 @@ async fn take(
     match opened {
         Some(sealed) if sealed.flash.page() != page => (None, Taken::Keep),
         Some(sealed) if sealed.flash.holds_secret() => {
-            let first = match &sealed.once {
-                Some(nonce) => {
-                    accounts::show_secret_message_once(&state.store, &who.token, nonce).await
-                }
-                None => Ok(false),
+            // Sealed by a release that recorded no nonce: left to run out.
+            let Some(nonce) = sealed.once else {
+                return (None, Taken::Keep);
             };
-            match first {
-                Ok(true) => (Some(sealed.flash), Taken::Shown),
-                Ok(false) => (None, Taken::Unusable),
+            match accounts::show_secret_message_once(&state.store, &who.token, &nonce).await {
+                Ok(true) => (Some(sealed.flash), Taken::ShownSecret(nonce)),
+                Ok(false) => (None, Taken::Keep),
                 Err(err) => {
                     // Left for the reload: the secret is still waiting.
                     tracing::error!(error = %err, "a panel secret could not be taken");
@@ -251,7 +281,7 @@ impl Taken {
     fn finish(self, req: &Request, mut response: Response) -> Response {
         let drop_cookie = match self {
             Self::Keep => false,
-            Self::Shown => response.status().is_success(),
+            Self::Shown | Self::ShownSecret(_) => response.status().is_success(),
             Self::Unusable => true,
         };
         if drop_cookie {
@@ -282,10 +312,31 @@ mod tests {
     fn a_shown_message_is_dropped_and_a_failed_page_keeps_it_for_the_reload() {
         assert!(drops_cookie(Taken::Shown, StatusCode::OK));
         assert!(!drops_cookie(Taken::Shown, StatusCode::SERVICE_UNAVAILABLE));
+        assert!(drops_cookie(Taken::ShownSecret("n".into()), StatusCode::OK));
+        assert!(!drops_cookie(
+            Taken::ShownSecret("n".into()),
+            StatusCode::SERVICE_UNAVAILABLE
+        ));
         assert!(!drops_cookie(
             Taken::Shown,
             StatusCode::INTERNAL_SERVER_ERROR
         ));
+    }
+
+    #[test]
+    fn a_prefetch_is_told_apart() {
+        for (name, value, prefetch) in [
+            ("sec-purpose", "prefetch", true),
+            ("sec-purpose", "prefetch;prerender", true),
+            ("purpose", "prefetch", true),
+            ("x-moz", "prefetch", true),
+            ("x-purpose", "preview", true),
+            ("sec-fetch-mode", "navigate", false),
+        ] {
+            let req = Request::builder().header(name, value).finish();
+            assert_eq!(is_prefetch(&req), prefetch, "{name}: {value}");
+        }
+        assert!(!is_prefetch(&Request::builder().finish()));
     }
 
     #[test]

@@ -332,6 +332,22 @@ pub async fn show_secret_message_once(store: &Store, token: &Secret, nonce: &str
     Ok(result.rows_affected() == 1)
 }
 
+/// Gives back the nonce [`show_secret_message_once`] claimed, when the page that was to show
+/// the secret failed: it waits for the reload, unless a newer secret replaced it meanwhile.
+pub async fn give_back_secret_message(store: &Store, token: &Secret, nonce: &str) -> Result<()> {
+    store
+        .write_one(
+            sqlx::query(
+                "UPDATE panel_sessions SET secret_message_nonce = $1 \
+                 WHERE token_hash = $2 AND secret_message_nonce IS NULL",
+            )
+            .bind(nonce)
+            .bind(token.hash()),
+        )
+        .await?;
+    Ok(())
+}
+
 /// What [`seal_for_session`] binds a sealed message to: the purpose and the session (by its
 /// token's hash).
 fn session_context(token: &Secret) -> Vec<u8> {
