@@ -163,16 +163,17 @@ impl From<sqlx::Error> for Error {
     }
 }
 
-/// Whether a database's error means "not done, try again": on SQLite, the database was busy or
-/// locked (another process held its write lock past the busy timeout); on PostgreSQL, a
-/// [`retryable_sqlstate`].
+/// Whether a database's error means "not done, try again": on SQLite, the database was busy
+/// (another process held its write lock past the busy timeout); on PostgreSQL, a
+/// [`retryable_sqlstate`]. SQLite's `SQLITE_LOCKED` is not retryable: it is a conflict inside
+/// one connection (a statement still open), a fault of the caller's that a retry repeats.
 fn retryable_database_error(err: &dyn sqlx::error::DatabaseError) -> bool {
     if let Some(sqlite) = err.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
-        // The primary result code, under the extended one SQLite reports: SQLITE_BUSY (5) or
-        // SQLITE_LOCKED (6), with their variants (BUSY_SNAPSHOT, LOCKED_SHAREDCACHE, ...).
+        // The primary result code, under the extended one SQLite reports: SQLITE_BUSY (5),
+        // with its variants (BUSY_RECOVERY, BUSY_SNAPSHOT, BUSY_TIMEOUT).
         return sqlx::error::DatabaseError::code(sqlite)
             .and_then(|code| code.parse::<i32>().ok())
-            .is_some_and(|code| matches!(code & 0xff, 5 | 6));
+            .is_some_and(|code| code & 0xff == 5);
     }
     err.code().is_some_and(|code| retryable_sqlstate(&code))
 }
@@ -252,19 +253,21 @@ mod tests {
     }
 
     /// SQLite busy past its timeout (another process holds the write lock) is retryable; a
-    /// constraint it refuses is not. Real errors, from a real database file.
+    /// constraint it refuses is not. Real errors, from a real database file, through the `Any`
+    /// driver the store uses.
     #[tokio::test]
     async fn a_busy_sqlite_database_is_service_unavailable() {
-        use sqlx::{Connection, SqliteConnection};
+        use sqlx::{AnyConnection, Connection};
 
+        sqlx::any::install_default_drivers();
         let dir = partner_billing_testkit::TempDir::new();
         let url = format!("sqlite://{}?mode=rwc", dir.path.join("t.db").display());
-        let mut holder = SqliteConnection::connect(&url).await.expect("connect");
+        let mut holder = AnyConnection::connect(&url).await.expect("connect");
         sqlx::query("CREATE TABLE t (n INTEGER NOT NULL CHECK (n > 0))")
             .execute(&mut holder)
             .await
             .expect("table");
-        let mut other = SqliteConnection::connect(&url).await.expect("connect");
+        let mut other = AnyConnection::connect(&url).await.expect("connect");
         sqlx::query("PRAGMA busy_timeout = 0")
             .execute(&mut other)
             .await
