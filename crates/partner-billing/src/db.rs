@@ -11,7 +11,6 @@ pub mod dialect;
 #[cfg(test)]
 mod dropped_transactions;
 mod readers;
-#[cfg(test)]
 mod reworded_migrations;
 mod shared_reads;
 mod write;
@@ -53,85 +52,6 @@ impl Backend {
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
-/// Migrations whose comments were reworded after databases had applied them: the backend, the
-/// version and the SHA-384 sqlx recorded for the old text. sqlx refuses to start on a database
-/// whose recorded checksum differs from the file's, so [`accept_reworded_migrations`] records
-/// the new text's checksum in place of exactly these old ones. Only a comment may change this
-/// way; a change to what a migration does needs a new migration.
-const REWORDED_MIGRATIONS: [(Backend, i64, &str); 6] = [
-    (
-        Backend::Sqlite,
-        4,
-        "2d087fbd8ca8d996213dd5f673d0a34efb4bc0e47e4893be3c98b1504c61b084160ffe6bb1b835bd737b8214b836f1be",
-    ),
-    (
-        Backend::Sqlite,
-        5,
-        "35738f6c5d1c04123126239389a920c76bbcf5a7f65ff0573f6d554b865a69bab45b1d09b709390aac4a7bdf5d4abb7e",
-    ),
-    (
-        Backend::Sqlite,
-        7,
-        "c85227b75d7612f84cf06c7936c8971c2919f54ba1e1b42edad2169be61bc2fe37f99181908cd9d357175c0118e3544f",
-    ),
-    (
-        Backend::Postgres,
-        4,
-        "6ab7803d797efe409eb95e8e3a8a638fa7da955f8f791624eeb93bf7096cf7300ad8bba37b6352c8bd720eed994e9926",
-    ),
-    (
-        Backend::Postgres,
-        5,
-        "2a2dceceaa51330eb228428c9bc9246d7be567e25ee32969408a0ea7ad182ff7c994a067f9311c632b18bbd547293225",
-    ),
-    (
-        Backend::Postgres,
-        7,
-        "2959f12505b37b16da7fb4c6d5616c0fd89509f8df3a3757622933d1744926d9e1b619ec6b43ce70447037ffb13f3b24",
-    ),
-];
-
-/// Records the current checksum of each of [`REWORDED_MIGRATIONS`] that a database applied
-/// with its old text, so that the migrator accepts it. Each update names the old checksum, so
-/// replicas starting together may both run it; no lock is taken, so none can outlive its
-/// process behind a transaction pooler.
-async fn accept_reworded_migrations(
-    pool: &AnyPool,
-    backend: Backend,
-    migrator: &sqlx::migrate::Migrator,
-) -> Result<()> {
-    let migrations_table_exists = match backend {
-        Backend::Sqlite => {
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"
-        }
-        Backend::Postgres => {
-            "SELECT count(*) FROM pg_catalog.pg_tables \
-             WHERE tablename = '_sqlx_migrations' AND schemaname = ANY (current_schemas(false))"
-        }
-    };
-    let tables: i64 = sqlx::query_scalar(migrations_table_exists)
-        .fetch_one(pool)
-        .await?;
-    if tables == 0 {
-        return Ok(());
-    }
-    for (_, version, old) in REWORDED_MIGRATIONS.iter().filter(|r| r.0 == backend) {
-        let Some(migration) = migrator.iter().find(|m| m.version == *version) else {
-            continue;
-        };
-        let old = hex::decode(old).expect("a reworded migration's old checksum is hex");
-        sqlx::query(
-            "UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3",
-        )
-        .bind(migration.checksum.to_vec())
-        .bind(*version)
-        .bind(old)
-        .execute(pool)
-        .await?;
-    }
-    Ok(())
-}
 
 /// SQLite connections: one writes at a time whatever the count, and each costs a thread, its
 /// allocator arena and its page cache, so a few serve two cores' worth of readers.
@@ -267,7 +187,7 @@ impl Db {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         };
-        accept_reworded_migrations(&pool, backend, migrator).await?;
+        reworded_migrations::accept(&pool, backend, migrator).await?;
         migrator
             .run(&pool)
             .await
