@@ -1042,38 +1042,41 @@ async fn a_new_secret_opens_on_its_page_in_its_session_within_its_minute(db: Db)
     let token = partner_billing::domain::Secret::from_presented(
         cookie.trim_start_matches("pb_session=").to_owned(),
     );
-    accounts::expect_secret_message(&app.store, &token, "n1")
-        .await
-        .unwrap();
+    let expect = |nonce: &'static str| {
+        let (store, token) = (&app.store, &token);
+        async move {
+            accounts::expect_secret_message(store, token, nonce)
+                .await
+                .unwrap()
+        }
+    };
+    let shows = |nonce: &'static str| {
+        let (store, token) = (&app.store, &token);
+        async move {
+            accounts::show_secret_message_once(store, token, nonce)
+                .await
+                .unwrap()
+        }
+    };
+    let give_back = |nonce: &'static str| {
+        let (store, token) = (&app.store, &token);
+        async move {
+            accounts::give_back_secret_message(store, token, nonce)
+                .await
+                .unwrap()
+        }
+    };
+    expect("n1").await;
+    assert!(shows("n1").await);
+    give_back("n1").await;
+    assert!(shows("n1").await, "given back: shown on the reload");
+    expect("n2").await;
+    give_back("n1").await;
     assert!(
-        accounts::show_secret_message_once(&app.store, &token, "n1")
-            .await
-            .unwrap()
+        !shows("n1").await,
+        "a newer secret is not replaced by one given back"
     );
-    accounts::give_back_secret_message(&app.store, &token, "n1")
-        .await
-        .unwrap();
-    assert!(
-        accounts::show_secret_message_once(&app.store, &token, "n1")
-            .await
-            .unwrap()
-    );
-    accounts::expect_secret_message(&app.store, &token, "n2")
-        .await
-        .unwrap();
-    accounts::give_back_secret_message(&app.store, &token, "n1")
-        .await
-        .unwrap();
-    assert!(
-        !accounts::show_secret_message_once(&app.store, &token, "n1")
-            .await
-            .unwrap()
-    );
-    assert!(
-        accounts::show_secret_message_once(&app.store, &token, "n2")
-            .await
-            .unwrap()
-    );
+    assert!(shows("n2").await);
     // The same cookie kept and sent again past its minute: nothing.
     app.store.clock().advance(61);
     let replayed = get(&app, "/panel/api-keys", &format!("{cookie}; {flash}")).await;
