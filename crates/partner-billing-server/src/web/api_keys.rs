@@ -74,15 +74,10 @@ async fn render_page(
     name: String,
     error: Option<String>,
 ) -> Response {
-    let (new_secret, notice) = match flash {
-        Some(Flash::NewApiKey(created)) => (Some(created), None),
-        Some(Flash::KeyRevoked { api_key_id }) => (
-            None,
-            Some(format!(
-                "Key {api_key_id} revoked: a request with it is refused from now on."
-            )),
-        ),
-        _ => (None, None),
+    let notice = flash.as_ref().and_then(Flash::notice);
+    let new_secret = match flash {
+        Some(Flash::NewApiKey(created)) => Some(created),
+        _ => None,
     };
     let keys = match keys::list_api_keys(&state.store, who.account.account_id).await {
         Ok(list) => list.api_keys.into_iter().map(KeyRow::from).collect(),

@@ -119,6 +119,27 @@ impl Flash {
         }
     }
 
+    /// The notice it shows above its page's content; `None` for a new secret, which its page
+    /// shows in a block of its own. Every notice's text is here.
+    pub fn notice(&self) -> Option<String> {
+        Some(match self {
+            Self::NewApiKey(_) | Self::NewWebhookEndpoint(_) => return None,
+            Self::WebhookTestSent => "A webhook.test event is on its way.".to_owned(),
+            Self::PasswordChanged => {
+                "Password changed. Every other session of this account has been signed out."
+                    .to_owned()
+            }
+            Self::AlertsSaved => "Low-balance alerts saved.".to_owned(),
+            Self::KeyRevoked { api_key_id } => {
+                format!("Key {api_key_id} revoked: a request with it is refused from now on.")
+            }
+            Self::BatchVoided { batch_id } => {
+                format!("Batch {batch_id} voided: none of its remaining codes can be redeemed.")
+            }
+            Self::LicenseRevoked { license_id } => format!("License {license_id} revoked."),
+        })
+    }
+
     /// Whether it carries a secret shown once: lost if it cannot be sealed.
     fn holds_secret(&self) -> bool {
         matches!(self, Self::NewApiKey(_) | Self::NewWebhookEndpoint(_))

@@ -95,13 +95,7 @@ pub async fn page(
 ) -> Response {
     let state: &AppState = &state;
     flash::showing(req, state, who, FlashPage::Licenses, |who, flash| {
-        let notice = match flash {
-            Some(Flash::LicenseRevoked { license_id }) => {
-                Some(format!("License {license_id} revoked."))
-            }
-            _ => None,
-        };
-        list_page(who, state, query, notice)
+        list_page(who, state, query, flash.as_ref().and_then(Flash::notice))
     })
     .await
 }

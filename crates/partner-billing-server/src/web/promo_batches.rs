@@ -65,13 +65,7 @@ pub async fn page(
 ) -> Response {
     let state: &AppState = &state;
     flash::showing(req, state, who, FlashPage::PromoBatches, |who, flash| {
-        let notice = match flash {
-            Some(Flash::BatchVoided { batch_id }) => Some(format!(
-                "Batch {batch_id} voided: none of its remaining codes can be redeemed."
-            )),
-            _ => None,
-        };
-        list_page(who, state, query, notice)
+        list_page(who, state, query, flash.as_ref().and_then(Flash::notice))
     })
     .await
 }

@@ -36,19 +36,19 @@ struct AlertRow {
 struct SettingsPage {
     csrf: String,
     current: &'static str,
-    notice: Option<&'static str>,
+    notice: Option<String>,
     error: Option<String>,
     alerts: Vec<AlertRow>,
-    alerts_notice: Option<&'static str>,
+    alerts_notice: Option<String>,
     alerts_error: Option<String>,
 }
 
 /// The messages of the two forms; the alert inputs as submitted when they were refused.
 #[derive(Default)]
 struct Outcome {
-    notice: Option<&'static str>,
+    notice: Option<String>,
     error: Option<String>,
-    alerts_notice: Option<&'static str>,
+    alerts_notice: Option<String>,
     alerts_error: Option<String>,
     submitted: Vec<(String, String)>,
 }
@@ -109,21 +109,19 @@ async fn render_page(
 }
 
 /// The messages shown after a form that succeeded, once.
-const PASSWORD_CHANGED: &str =
-    "Password changed. Every other session of this account has been signed out.";
-const ALERTS_SAVED: &str = "Low-balance alerts saved.";
 
 #[handler]
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
     let state: &AppState = &state;
     flash::showing(req, state, who, FlashPage::Settings, |who, flash| {
+        // Each notice beside its own form.
         let outcome = match flash {
-            Some(Flash::PasswordChanged) => Outcome {
-                notice: Some(PASSWORD_CHANGED),
+            Some(done @ Flash::PasswordChanged) => Outcome {
+                notice: done.notice(),
                 ..Outcome::default()
             },
-            Some(Flash::AlertsSaved) => Outcome {
-                alerts_notice: Some(ALERTS_SAVED),
+            Some(done @ Flash::AlertsSaved) => Outcome {
+                alerts_notice: done.notice(),
                 ..Outcome::default()
             },
             _ => Outcome::default(),

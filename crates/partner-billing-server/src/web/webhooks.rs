@@ -83,7 +83,7 @@ struct WebhooksPage {
     choices: Vec<EventChoice>,
     url: String,
     description: String,
-    notice: Option<&'static str>,
+    notice: Option<String>,
     error: Option<String>,
     max_endpoints: i64,
 }
@@ -94,7 +94,7 @@ async fn render_page(
     status: StatusCode,
     new_secret: Option<NewWebhookEndpoint>,
     form: AddForm,
-    notice: Option<&'static str>,
+    notice: Option<String>,
     error: Option<String>,
 ) -> Response {
     let account_id = who.account.account_id;
@@ -162,10 +162,10 @@ async fn render_page(
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
     let state: &AppState = &state;
     flash::showing(req, state, who, FlashPage::Webhooks, |who, flash| {
-        let (new_secret, notice) = match flash {
-            Some(Flash::NewWebhookEndpoint(added)) => (Some(added), None),
-            Some(Flash::WebhookTestSent) => (None, Some(TEST_SENT)),
-            _ => (None, None),
+        let notice = flash.as_ref().and_then(Flash::notice);
+        let new_secret = match flash {
+            Some(Flash::NewWebhookEndpoint(added)) => Some(added),
+            _ => None,
         };
         render_page(
             state,
@@ -179,9 +179,6 @@ pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Respo
     })
     .await
 }
-
-/// The notice after "Send test event".
-const TEST_SENT: &str = "A webhook.test event is on its way.";
 
 /// `POST /panel/webhooks`: "Add endpoint", answered by a `303` to the page, which shows the
 /// signing secret once. The form's fields are read as pairs because each checked event type
