@@ -209,10 +209,11 @@ where
     F: FnOnce(SignedIn, Option<Flash>) -> Fut,
     Fut: Future<Output = Response>,
 {
-    let token = who.token.clone();
     let (flash, taken) = take(req, state, &who, page).await;
+    // Kept only when a secret was claimed: the page may have to give it back.
+    let claimed_by = matches!(taken, Taken::ShownSecret(_)).then(|| who.token.clone());
     let response = render(who, flash).await;
-    if let Taken::ShownSecret(nonce) = &taken
+    if let (Taken::ShownSecret(nonce), Some(token)) = (&taken, claimed_by)
         && !response.status().is_success()
     {
         // The page failed: the secret waits for the reload, unless a newer one replaced it.
