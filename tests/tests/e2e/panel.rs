@@ -884,6 +884,14 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
     assert!(secret.starts_with("rss_"));
     assert!(sdk(&app, &r.client_id, &secret).balances().await.is_ok());
     assert!(sdk(&app, &r.client_id, &r.secret).balances().await.is_ok());
+    // The page says which key the new one replaces and until when that one works.
+    let replaces = between(&rolled.body, "<p id=\"rolled-key\">", "</p>").expect("the rolled key");
+    let stops = partner_billing::utc::rfc3339(app.store.now_utc() + 3600).unwrap();
+    assert!(
+        replaces.contains(&format!("<code>{old_id}</code>"))
+            && replaces.contains(&format!("keeps working until <time datetime=\"{stops}\">")),
+        "{replaces}"
+    );
     let again = get(&app, "/panel/api-keys", &cookie).await;
     assert!(
         !again.body.contains(&secret),
@@ -911,6 +919,36 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
         row.contains("expired") && !row.contains(">Roll</button>"),
         "{row}"
     );
+
+    // Rolled "now", the replaced key is said to work no more; a created key replaces none.
+    let new_id = between(&rolled.body, "<code id=\"new-key-id\">", "</code>").unwrap();
+    let now = post(
+        &app,
+        &format!("/panel/api-keys/{new_id}/roll"),
+        &cookie,
+        &[("csrf", &csrf(&later)), ("expires_in", "0")],
+    )
+    .await;
+    let now = follow(&app, &now, &cookie).await;
+    let replaces = between(&now.body, "<p id=\"rolled-key\">", "</p>").expect("the rolled key");
+    assert!(
+        replaces.contains(&format!("<code>{new_id}</code>, which no longer works.")),
+        "{replaces}"
+    );
+    let created = post(
+        &app,
+        "/panel/api-keys",
+        &cookie,
+        &[("csrf", &csrf(&now)), ("name", "x")],
+    )
+    .await;
+    let created = follow(&app, &created, &cookie).await;
+    assert!(
+        created.body.contains("id=\"new-secret\""),
+        "{}",
+        created.body
+    );
+    assert!(!created.body.contains("rolled-key"), "{}", created.body);
 }
 
 /// The cookie that carries a new key's secret to the page after "Create key" opens on that

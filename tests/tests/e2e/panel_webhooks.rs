@@ -153,6 +153,24 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
     assert!(deliveries.contains("webhook.test"), "{deliveries}");
     assert!(deliveries.contains("delivered (HTTP 204)"), "{deliveries}");
 
+    // A failed attempt that will be retried says when.
+    receiver.respond_with(500);
+    let tested = post(&app, &test_path, &cookie, &[("csrf", token.as_str())]).await;
+    assert_eq!(tested.status, 303);
+    let failed = eventually("the failed first attempt on the page", || async {
+        let page = get(&app, "/panel/webhooks", &cookie).await;
+        let table = between(&page.body, "<table id=\"webhook-deliveries\">", "</table>")?;
+        let first = |row: &&str| {
+            row.contains("failed (HTTP 500)") && row.contains("<td class=\"num\">1</td>")
+        };
+        table.split("<tr>").find(first).map(str::to_owned)
+    })
+    .await;
+    assert!(
+        failed.contains("failed (HTTP 500); next attempt <time datetime=\""),
+        "{failed}"
+    );
+
     // An unknown endpoint: 404 on the page, nothing queued.
     let events_before = events(&app).await;
     let unknown = post(

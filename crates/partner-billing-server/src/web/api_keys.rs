@@ -19,6 +19,7 @@ use super::session::{SignedIn, SignedInForm};
 use crate::AppState;
 
 /// A key as its table row shows it.
+#[derive(Clone)]
 struct KeyRow {
     name: String,
     api_key_id: String,
@@ -51,6 +52,8 @@ struct ApiKeysPage {
     client_id: String,
     keys: Vec<KeyRow>,
     new_secret: Option<NewApiKey>,
+    /// After "Roll": the key the new one replaces, as its row shows it.
+    replaced: Option<KeyRow>,
     /// What the last form did, once ("Revoke").
     notice: Option<String>,
     name: String,
@@ -79,10 +82,15 @@ async fn render_page(
         Some(Flash::NewApiKey(created)) => Some(created),
         _ => None,
     };
-    let keys = match keys::list_api_keys(&state.store, who.account.account_id).await {
+    let keys: Vec<KeyRow> = match keys::list_api_keys(&state.store, who.account.account_id).await {
         Ok(list) => list.api_keys.into_iter().map(KeyRow::from).collect(),
         Err(err) => return layout::failure_for(&who, err),
     };
+    let replaced = new_secret
+        .as_ref()
+        .and_then(|created| created.replaces.as_deref())
+        .and_then(|old| keys.iter().find(|key| key.api_key_id == old))
+        .cloned();
     layout::render(
         status,
         &ApiKeysPage {
@@ -91,6 +99,7 @@ async fn render_page(
             client_id: who.account.client_id.to_string(),
             keys,
             new_secret,
+            replaced,
             notice,
             name,
             error,
@@ -101,15 +110,18 @@ async fn render_page(
 
 /// The answer to "Create key" or "Roll" that made `created`: a `303` to the page, which shows
 /// the new key's secret once (see `flash`).
+/// `replaces` is the key a "Roll" replaced.
 async fn show_new_key(
     req: &Request,
     state: &AppState,
     who: &SignedIn,
     created: CreatedApiKey,
+    replaces: Option<String>,
 ) -> Response {
     let flash = Flash::NewApiKey(NewApiKey {
         api_key_id: created.api_key_id,
         secret: created.secret,
+        replaces,
     });
     flash::see_other(req, state, who, flash).await
 }
@@ -142,7 +154,7 @@ pub async fn create(
     let name = form.name.trim().to_owned();
     let requested = (!name.is_empty()).then_some(name.as_str());
     match keys::create_api_key(&state.store, who.account.account_id, requested, &who.origin).await {
-        Ok(created) => show_new_key(req, &state, &who, created).await,
+        Ok(created) => show_new_key(req, &state, &who, created, None).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active. Revoke one you no longer use, then create a new one.",
@@ -245,7 +257,7 @@ pub async fn roll(
     )
     .await
     {
-        Ok(created) => show_new_key(req, &state, &who, created).await,
+        Ok(created) => show_new_key(req, &state, &who, created, Some(api_key_id)).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
                 "{} keys are already active: revoke one you no longer use before rolling.",

@@ -70,6 +70,9 @@ pub enum Flash {
 pub struct NewApiKey {
     pub api_key_id: String,
     pub secret: String,
+    /// After "Roll": the key it replaces, which its page names with the time it stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// An endpoint just added, as the page after its form shows it. No `Debug`.

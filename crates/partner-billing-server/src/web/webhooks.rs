@@ -56,6 +56,8 @@ struct DeliveryRow {
     attempt: i64,
     outcome: String,
     delivered: bool,
+    /// A failed attempt that will be tried again: when.
+    retry: Option<Utc>,
 }
 
 /// One event type checkbox of the form.
@@ -122,6 +124,7 @@ async fn render_page(
             event_id: d.event_id,
             attempt: d.attempt,
             delivered: d.status_code.is_some_and(|c| (200..300).contains(&c)),
+            retry: Utc::optional(d.next_attempt_utc),
             outcome: match (d.status_code, d.error) {
                 (Some(code), _) => format!("HTTP {code}"),
                 (None, Some(error)) => error,
