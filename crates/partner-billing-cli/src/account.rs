@@ -9,7 +9,7 @@ use partner_billing_client::Error as ApiError;
 use serde_json::json;
 
 use crate::args::usage;
-use crate::input::read_stdin_line;
+use crate::input::read_stdin_password;
 use crate::keys::{panel, session_error};
 use crate::output::Output;
 use crate::session::{PanelRemote, SessionFile};
@@ -43,8 +43,12 @@ pub async fn run(base_url: &str, args: AccountArgs, out: Output) -> Result<ExitC
                     "pass --stdin and pipe two lines: the current password, then the new one",
                 ));
             }
-            let current = read_stdin_line()?;
-            let new = read_stdin_line()?;
+            let two_lines =
+                "pipe two lines into the command: the current password, then the new one";
+            let current = read_stdin_password(&format!("no password on stdin: {two_lines}"))?;
+            let new = read_stdin_password(&format!(
+                "no new password on stdin (the second line): {two_lines}"
+            ))?;
             if !(12..=128).contains(&new.chars().count()) {
                 return Err(usage("the new password must be 12-128 characters"));
             }

@@ -2,6 +2,7 @@
 //! (clap_complete) and the man page in roff (clap_mangen), generated from the command
 //! definition itself so they never drift from it.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -18,7 +19,14 @@ pub struct CompletionsArgs {
 /// Prints the completion script for `shell` on stdout.
 pub fn completions(mut command: clap::Command, args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
     let name = command.get_name().to_owned();
-    clap_complete::generate(args.shell, &mut command, name, &mut std::io::stdout());
+    // Written whole afterwards: clap_complete panics when its writer fails (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, name, &mut script);
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&script)
+        .and_then(|()| stdout.flush())
+        .context("cannot write the completion script")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -8,17 +8,21 @@ use anyhow::{Context, Result};
 
 use crate::args::usage;
 
-/// Reads one line from stdin, without its line ending.
+/// Reads one line from stdin, without its line ending: a password, one line piped in.
 pub fn read_stdin_line() -> Result<String> {
+    read_stdin_password("no password on stdin: pipe one line into the command")
+}
+
+/// Reads one line from stdin, without its line ending; `missing` is the error when there is
+/// none.
+pub fn read_stdin_password(missing: &str) -> Result<String> {
     let mut line = String::new();
     let read = std::io::stdin()
         .lock()
         .read_line(&mut line)
         .context("cannot read the password from stdin")?;
     if read == 0 {
-        return Err(usage(
-            "no password on stdin: pipe one line into the command",
-        ));
+        return Err(usage(missing));
     }
     let trimmed = line.strip_suffix('\n').unwrap_or(&line);
     let trimmed = trimmed.strip_suffix('\r').unwrap_or(trimmed);

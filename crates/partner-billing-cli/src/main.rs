@@ -142,8 +142,23 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
+        // The reader went away (`| head`): it chose to stop reading; nothing failed here.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }
+}
+
+/// Whether writing the output failed because the reading end of the pipe was closed.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
+    })
 }
 
 /// Help and version as clap prints them; any other parse error as one line, exit 2.
@@ -170,9 +185,45 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         .collect::<Vec<_>>()
         .join(" ");
     let text = text.strip_prefix("error: ").unwrap_or(&text);
-    eprintln!("error: {text} (see --help)");
+    eprintln!("error: {} (see --help)", without_typed_values(err, text));
     ExitCode::from(2)
 }
+
+/// A parse error's text without what was typed where it does not belong: a value after a flag
+/// that takes none (`--password-stdin=…`) or a stray word may be a password or a secret, so
+/// neither is repeated (a stray flag's name is, and a mistyped command); nor is anything typed
+/// that is shaped like one of the service's secrets, wherever it stood.
+fn without_typed_values(err: &clap::Error, text: &str) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let typed = |kind| match err.get(kind) {
+        Some(ContextValue::String(value)) => Some(value.as_str()),
+        _ => None,
+    };
+    let stray = match err.kind() {
+        ErrorKind::TooManyValues => typed(ContextKind::InvalidValue),
+        ErrorKind::UnknownArgument => {
+            typed(ContextKind::InvalidArg).filter(|a| !a.starts_with('-'))
+        }
+        _ => None,
+    };
+    let secret_shaped = typed(ContextKind::InvalidValue)
+        .into_iter()
+        .chain(typed(ContextKind::InvalidArg))
+        .chain(typed(ContextKind::InvalidSubcommand))
+        .find(|value| SECRET_PREFIXES.iter().any(|p| value.contains(p)));
+    let mut text = text.to_owned();
+    for value in stray.into_iter().chain(secret_shaped) {
+        let value = value.split_once('=').map_or(value, |(_, v)| v);
+        if !value.is_empty() {
+            text = text.replace(value, "…");
+        }
+    }
+    text
+}
+
+/// How the service's secrets and tokens begin: API key secrets, operator tokens, panel
+/// sessions, webhook signing secrets.
+const SECRET_PREFIXES: [&str; 4] = ["rss_", "rso_", "rps_", "whsec_"];
 
 /// One line on stderr; exit 2 when the command could not run as called (a usage error), else
 /// 1: a refusal of what the operator or reseller asked (the library's or the service's, a
@@ -207,10 +258,80 @@ fn one_line(err: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     #[test]
     fn the_command_tree_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// What a parse error says of the command line typed, in the one line printed.
+    fn usage_text(args: &[&str]) -> String {
+        let err = super::Cli::try_parse_from(args).expect_err("a usage error");
+        super::without_typed_values(&err, &err.render().to_string())
+    }
+
+    #[test]
+    fn a_parse_error_never_repeats_a_value_typed_where_none_belongs() {
+        let secret = "rss_LH14ftTvZ61PqWkd9qU8hXb2rJcYt0aE3mFz7vNsGy1";
+        let cases: [&[&str]; 5] = [
+            &[
+                "partner-billing",
+                "admin",
+                "reseller",
+                "create",
+                "--name",
+                "N",
+                "--password-stdin=a long password 123",
+            ],
+            &[
+                "partner-billing",
+                "admin",
+                "reseller",
+                "create",
+                "--name",
+                "N",
+                "--password-stdin",
+                "my long password",
+            ],
+            &["partner-billing", "balance", secret],
+            &["partner-billing", "rso_1234567890abcdef"],
+            &[
+                "partner-billing",
+                "admin",
+                "quota",
+                "credit",
+                "--units",
+                secret,
+            ],
+        ];
+        for args in cases {
+            let text = usage_text(args);
+            let typed = args.last().unwrap();
+            let typed = typed.split_once('=').map_or(*typed, |(_, v)| v);
+            assert!(!text.contains(typed), "{text}");
+            assert!(text.contains('…'), "{text}");
+        }
+        // What is no secret is still said: a mistyped flag, a bad number.
+        assert!(
+            usage_text(&["partner-billing", "admin", "plan", "list", "--bogus"])
+                .contains("--bogus")
+        );
+        assert!(usage_text(&["partner-billing", "admin", "plna"]).contains("'plna'"));
+        let units = [
+            "partner-billing",
+            "admin",
+            "quota",
+            "credit",
+            "--client-id",
+            "rsc_9h99ZeW3Bcm7VqKdq9n80Ppb",
+            "--plan",
+            "p",
+            "--reason",
+            "r",
+            "--units",
+            "abc",
+        ];
+        assert!(usage_text(&units).contains("'abc'"));
     }
 }

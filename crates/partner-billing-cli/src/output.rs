@@ -33,6 +33,14 @@ impl Output {
         }
         stdout.flush().context("cannot write to stdout")
     }
+
+    /// Tells where the next page of a list starts, on stderr, so that stdout stays the page
+    /// alone (with `--json` the object carries `nextCursor`).
+    pub fn more(&self, next: Option<&str>) {
+        if let (Some(cursor), false) = (next, self.json) {
+            eprintln!("more: run again with --cursor {cursor}");
+        }
+    }
 }
 
 /// Aligned columns under a header row, two spaces apart; "(none)" for no rows.

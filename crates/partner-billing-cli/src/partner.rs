@@ -115,7 +115,9 @@ pub(crate) fn write_failure(
 ) -> anyhow::Error {
     let text = err.to_string();
     let text = text.trim_end_matches('.');
-    if err.is_definite() {
+    if err.is_definite() && text.contains("nothing was charged") {
+        anyhow!("{text} (idempotency key {key})")
+    } else if err.is_definite() {
         anyhow!("{text} (nothing was charged; idempotency key {key})")
     } else {
         anyhow!("{text}; the outcome is unknown: retry with --idempotency-key {key}")
@@ -189,4 +191,41 @@ pub async fn license(base_url: &str, cmd: LicenseCommand, out: Output) -> Result
         fields(&pairs)
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use partner_billing::wire::Problem;
+    use partner_billing_client::Error;
+
+    use super::*;
+
+    fn problem(code: &str, detail: &str) -> Box<Problem> {
+        let json = serde_json::json!({
+            "type": "about:blank", "title": code, "status": 409, "detail": detail, "code": code,
+        });
+        Box::new(serde_json::from_value(json).unwrap())
+    }
+
+    #[test]
+    fn a_refusal_says_once_that_nothing_was_charged() {
+        let key = IdempotencyKey::parse("idempotencyKey", "order-0001").unwrap();
+        let held = Error::LicenseAlreadyActive {
+            problem: problem(
+                "License.AlreadyActive",
+                "The login already holds an unrevoked license of this perpetual plan; nothing was charged.",
+            ),
+        };
+        let text = write_failure(&held, &key).to_string();
+        assert_eq!(text.matches("nothing was charged").count(), 1, "{text}");
+        assert!(text.ends_with("(idempotency key order-0001)"), "{text}");
+        let empty = Error::InsufficientQuota {
+            problem: problem("Reseller.InsufficientQuota", "The balance is 0."),
+        };
+        let text = write_failure(&empty, &key).to_string();
+        assert!(
+            text.ends_with("(nothing was charged; idempotency key order-0001)"),
+            "{text}"
+        );
+    }
 }

@@ -112,13 +112,6 @@ pub enum RequestCommand {
     },
 }
 
-/// Tells where the next page starts, on stderr, so stdout stays the page alone.
-fn more(next: Option<&str>, out: Output) {
-    if let (Some(cursor), false) = (next, out.json) {
-        eprintln!("more: run again with --cursor {cursor}");
-    }
-}
-
 fn license_row(l: &LicenseRecord) -> Vec<String> {
     vec![
         l.license_id.clone(),
@@ -150,7 +143,7 @@ pub async fn license_list(base_url: &str, args: LicenseListArgs, out: Output) ->
             &rows,
         )
     })?;
-    more(page.next_cursor.as_deref(), out);
+    out.more(page.next_cursor.as_deref());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -186,7 +179,7 @@ pub async fn promo_list(base_url: &str, args: PromoListArgs, out: Output) -> Res
         let rows: Vec<Vec<String>> = page.promo_batches.iter().map(batch_row).collect();
         table(&BATCH_HEADERS, &rows)
     })?;
-    more(page.next_cursor.as_deref(), out);
+    out.more(page.next_cursor.as_deref());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -429,4 +429,42 @@ fn corrections_and_the_audit_log_through_the_binary() {
     assert_success(&text, &["audit log"]);
     assert!(common::text(&text.stdout).contains("quota.adjusted"));
     assert_one_line_error(&cli.run(&["audit", "log", "--limit", "0"]), "limit");
+    // In text, where the next page starts is said on stderr, as for the reseller's lists.
+    let paged = cli.run(&["audit", "log", "--limit", "1"]);
+    assert_success(&paged, &["audit log --limit 1"]);
+    let more = common::text(&paged.stderr);
+    assert!(more.starts_with("more: run again with --cursor "), "{more}");
+}
+
+/// Output into a pipe whose reader has gone (`| head`) ends quietly: no panic, no error line.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = TempDir::new();
+    let cli = Cli::new(&dir.path);
+    cli.json(&["plan", "create", "--slug", "pro", "--name", "Pro"]);
+    let runs: [&[&str]; 4] = [
+        &["completions", "bash"],
+        &["man"],
+        &["admin", "--database-url", &cli.database_url, "plan", "list"],
+        &[
+            "admin",
+            "--database-url",
+            &cli.database_url,
+            "--json",
+            "plan",
+            "list",
+        ],
+    ];
+    for args in runs {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_partner-billing"))
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run partner-billing");
+        assert_eq!(text(&out.stderr), "", "{args:?}");
+        assert!(out.status.success(), "{args:?}: {:?}", out.status);
+    }
 }

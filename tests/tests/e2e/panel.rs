@@ -701,10 +701,22 @@ async fn every_page_renders_with_its_table_or_empty_state(db: Db) {
     assert!(refused.body.contains("/panel/logout"));
     assert!(!refused.body.contains("<table id=\"licenses\">"));
     // A cursor the panel did not make is the client's mistake, not the server's.
-    let bad_cursor = get(&app, "/panel/licenses?cursor=not-a-cursor", &cookie).await;
-    assert_eq!(bad_cursor.status, 400);
-    assert!(bad_cursor.body.contains("Not a valid request"));
-    assert!(!bad_cursor.body.contains("on our side"));
+    // Every list says so alike; an empty cursor is the first page, as none.
+    for list in ["licenses", "ledger", "promo-batches", "activity"] {
+        let bad_cursor = get(&app, &format!("/panel/{list}?cursor=not-a-cursor"), &cookie).await;
+        assert_eq!(bad_cursor.status, 400, "{list}");
+        assert!(bad_cursor.body.contains("Not a valid request"), "{list}");
+        assert!(!bad_cursor.body.contains("on our side"), "{list}");
+        let empty = get(&app, &format!("/panel/{list}?cursor="), &cookie).await;
+        let first = get(&app, &format!("/panel/{list}"), &cookie).await;
+        assert_eq!(empty.status, 200, "{list}: {}", empty.body);
+        let table = |page: &Page| {
+            between(&page.body, "<table", "</table>")
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(table(&empty), table(&first), "{list}");
+    }
     // Signed in, a message page has its Sign out button as every page does.
     for path in [
         "/panel/licenses?cursor=not-a-cursor",
@@ -864,8 +876,69 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
     )
     .await;
     assert_eq!(refused.status, 400);
-    assert!(refused.body.contains("role=\"alert\""), "{}", refused.body);
+    // Beside the form refused: in the key's row, not the "Create key" form.
+    let row = between(&refused.body, &format!("data-key-id=\"{old_id}\""), "</tr>").unwrap();
+    assert!(row.contains("role=\"alert\""), "{row}");
+    assert!(!refused.body.contains("create-key-error"));
     assert_eq!(refused.body.matches("data-key-id=").count(), 1);
+
+    // Five active keys: a roll with a grace period is refused in the row, its choice kept.
+    let token = csrf(&keys);
+    for name in ["k2", "k3", "k4", "k5"] {
+        let made = post(
+            &app,
+            "/panel/api-keys",
+            &cookie,
+            &[("csrf", &token), ("name", name)],
+        )
+        .await;
+        assert_eq!(made.status, 303);
+    }
+    let at_limit = post(
+        &app,
+        &format!("/panel/api-keys/{old_id}/roll"),
+        &cookie,
+        &[("csrf", &token), ("expires_in", "3600")],
+    )
+    .await;
+    assert_eq!(at_limit.status, 409);
+    let row = between(
+        &at_limit.body,
+        &format!("data-key-id=\"{old_id}\""),
+        "</tr>",
+    )
+    .unwrap();
+    assert!(
+        row.contains("role=\"alert\"") && row.contains("keys are already active"),
+        "{row}"
+    );
+    assert!(
+        row.contains("<option value=\"3600\" selected>1 hour</option>"),
+        "{row}"
+    );
+    assert_eq!(
+        at_limit.body.matches(" selected>").count(),
+        5,
+        "the other rows offer 24 hours"
+    );
+    // The four made just now are revoked again: back to one active key.
+    for id in at_limit
+        .body
+        .split("data-key-id=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+    {
+        if id != old_id {
+            let gone = post(
+                &app,
+                &format!("/panel/api-keys/{id}/revoke"),
+                &cookie,
+                &[("csrf", &token)],
+            )
+            .await;
+            assert_eq!(gone.status, 303);
+        }
+    }
 
     // A one-hour grace: a new key now, shown once; the old one still works, with its expiry.
     let rolled = post(

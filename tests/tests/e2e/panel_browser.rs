@@ -255,6 +255,23 @@ async fn panel_in_a_real_browser(db: Db) {
             .is_err()
     );
 
+    // Nor the back button after another page: Chromium keeps a `no-store` page in its
+    // back/forward cache unless a cookie changes meanwhile, which the next page sees to.
+    browser.fill("#name", "second key").await;
+    browser
+        .click("form[action='/panel/api-keys'] button[type=submit]")
+        .await;
+    let second = browser.text("code#new-secret").await;
+    assert!(second.starts_with("rss_"), "{second}");
+    browser.click("a[href='/panel/ledger']").await;
+    browser.client.back().await.unwrap();
+    assert_eq!(browser.path().await, "/panel/api-keys");
+    assert!(
+        !browser.source().await.contains(&second),
+        "the back button showed the secret again"
+    );
+    assert_eq!(browser.count("code#new-secret").await, 0);
+
     // Use it through the SDK; "Last used" fills in.
     let sdk = PartnerClient::new(&app.base_url, Credentials::new(&r.client_id, &secret))
         .unwrap()

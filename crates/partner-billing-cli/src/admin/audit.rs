@@ -18,7 +18,8 @@ use crate::output::{Output, opt, table, utc};
 pub enum AuditCommand {
     /// Checks that every balance equals the sum of its ledger (exit 1 if not).
     Verify,
-    /// The audit trail, newest first: who changed what, from where.
+    /// The audit trail, newest first: who changed what, from where (a page at a time; where
+    /// the next page starts is said on stderr, or as `nextCursor` with `--json`).
     Log {
         /// Only this account's entries (rsc_…).
         #[arg(long, value_name = "C", value_parser = args::client_id)]
@@ -91,6 +92,7 @@ pub async fn run(store: &Store, cmd: AuditCommand, out: Output) -> Result<ExitCo
                     )
                 },
             )?;
+            out.more(page.next_cursor.as_deref());
             Ok(ExitCode::SUCCESS)
         }
     }

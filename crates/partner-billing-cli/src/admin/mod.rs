@@ -88,7 +88,7 @@ pub enum AdminCommand {
     /// Promo codes: redeeming one on an end user's behalf (support staff), voiding a batch.
     #[command(subcommand)]
     Promo(promo::PromoCommand),
-    /// Consistency checks.
+    /// The audit trail (who changed what) and the balances' consistency check.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
     /// Drops the expired recovery payloads: the encrypted plaintext codes of promo batches

@@ -7,7 +7,6 @@ use poem::web::{Data, Query};
 use poem::{Response, handler};
 use serde::Deserialize;
 
-use partner_billing::Error;
 use partner_billing::audit_log;
 use partner_billing::wire::AuditEntry;
 
@@ -94,6 +93,7 @@ struct ActivityPage {
 
 #[derive(Deserialize)]
 pub struct ActivityQuery {
+    #[serde(default, deserialize_with = "layout::page_cursor")]
     cursor: Option<String>,
 }
 
@@ -103,19 +103,14 @@ pub async fn page(
     state: Data<&AppState>,
     Query(query): Query<ActivityQuery>,
 ) -> Response {
-    let cursor = query.cursor.filter(|c| !c.is_empty());
-    let page = match audit_log::panel_page(&state.store, who.account.account_id, cursor.as_deref())
-        .await
+    let page = match audit_log::panel_page(
+        &state.store,
+        who.account.account_id,
+        query.cursor.as_deref(),
+    )
+    .await
     {
         Ok(page) => page,
-        Err(Error::Validation(_)) => {
-            return layout::signed_in_message(
-                &who,
-                StatusCode::BAD_REQUEST,
-                "Page not found",
-                "This link to another page is not valid. Go to Activity to see the newest entries.",
-            );
-        }
         Err(err) => return layout::failure_for(&who, err),
     };
     layout::render(

@@ -56,16 +56,55 @@ struct ApiKeysPage {
     replaced: Option<KeyRow>,
     /// What the last form did, once ("Revoke").
     notice: Option<String>,
+    /// "Create key": the name typed, and why it was refused.
     name: String,
     error: Option<String>,
+    /// "Roll" or "Revoke" refused on a listed key: shown in that key's row, the choice kept.
+    key_error: Option<KeyError>,
+    /// Such a refusal about a key the list does not hold: shown above the list.
+    page_error: Option<String>,
     grace_periods: &'static [(i64, &'static str)],
 }
+
+impl ApiKeysPage {
+    /// The grace period a key's "Roll" offers first: the one just refused, else 24 hours.
+    fn chosen_grace(&self, api_key_id: &str) -> i64 {
+        self.key_error
+            .as_ref()
+            .filter(|e| e.api_key_id == api_key_id)
+            .and_then(|e| e.grace)
+            .unwrap_or(DEFAULT_GRACE_SECONDS)
+    }
+}
+
+/// A form of a key's row that was refused, and why.
+struct KeyError {
+    api_key_id: String,
+    message: String,
+    /// The grace period a refused "Roll" asked for, when it is one the form offers.
+    grace: Option<i64>,
+}
+
+/// What a refused form gives the page to show beside it.
+enum Refused {
+    Nothing,
+    /// "Create key": the name typed, and why.
+    Create {
+        name: String,
+        error: String,
+    },
+    /// "Roll" or "Revoke" on a key's row.
+    Key(KeyError),
+}
+
+/// The grace period "Roll" offers first.
+const DEFAULT_GRACE_SECONDS: i64 = 86400;
 
 /// The grace periods "Roll" offers the old key: now, 1 hour, 24 hours, 7 days.
 const GRACE_PERIODS: [(i64, &str); 4] = [
     (0, "now"),
     (3600, "1 hour"),
-    (86400, "24 hours"),
+    (DEFAULT_GRACE_SECONDS, "24 hours"),
     (ROLL_GRACE_MAX_SECONDS, "7 days"),
 ];
 
@@ -74,8 +113,7 @@ async fn render_page(
     who: SignedIn,
     status: StatusCode,
     flash: Option<Flash>,
-    name: String,
-    error: Option<String>,
+    refused: Refused,
 ) -> Response {
     let notice = flash.as_ref().and_then(Flash::notice);
     let new_secret = match flash {
@@ -91,6 +129,18 @@ async fn render_page(
         .and_then(|created| created.replaces.as_deref())
         .and_then(|old| keys.iter().find(|key| key.api_key_id == old))
         .cloned();
+    let (name, error, key_error, page_error) = match refused {
+        Refused::Nothing => (String::new(), None, None, None),
+        Refused::Create { name, error } => (name, Some(error), None, None),
+        Refused::Key(e)
+            if keys
+                .iter()
+                .any(|k| k.active && k.api_key_id == e.api_key_id) =>
+        {
+            (String::new(), None, Some(e), None)
+        }
+        Refused::Key(e) => (String::new(), None, None, Some(e.message)),
+    };
     layout::render(
         status,
         &ApiKeysPage {
@@ -103,6 +153,8 @@ async fn render_page(
             notice,
             name,
             error,
+            key_error,
+            page_error,
             grace_periods: &GRACE_PERIODS,
         },
     )
@@ -132,7 +184,7 @@ async fn show_new_key(
 pub async fn page(req: &Request, who: SignedIn, state: Data<&AppState>) -> Response {
     let state: &AppState = &state;
     flash::showing(req, state, who, FlashPage::ApiKeys, |who, flash| {
-        render_page(state, who, StatusCode::OK, flash, String::new(), None)
+        render_page(state, who, StatusCode::OK, flash, Refused::Nothing)
     })
     .await
 }
@@ -160,21 +212,15 @@ pub async fn create(
                 "{} keys are already active. Revoke one you no longer use, then create a new one.",
                 keys::MAX_ACTIVE_KEYS
             );
-            render_page(&state, who, StatusCode::CONFLICT, None, name, Some(error)).await
+            let refused = Refused::Create { name, error };
+            render_page(&state, who, StatusCode::CONFLICT, None, refused).await
         }
         Err(Error::Validation(_)) => {
             let error = format!(
                 "A name is at most {KEY_NAME_MAX_CHARS} characters, without control characters."
             );
-            render_page(
-                &state,
-                who,
-                StatusCode::BAD_REQUEST,
-                None,
-                name,
-                Some(error),
-            )
-            .await
+            let refused = Refused::Create { name, error };
+            render_page(&state, who, StatusCode::BAD_REQUEST, None, refused).await
         }
         Err(err) => layout::failure_for(&who, err),
     }
@@ -199,16 +245,12 @@ pub async fn revoke(
     {
         Ok(()) => flash::see_other(req, &state, &who, Flash::KeyRevoked { api_key_id }).await,
         Err(Error::ApiKeyNotFound) => {
-            let error = "That key does not exist.".to_owned();
-            render_page(
-                &state,
-                who,
-                StatusCode::NOT_FOUND,
-                None,
-                String::new(),
-                Some(error),
-            )
-            .await
+            let refused = Refused::Key(KeyError {
+                api_key_id,
+                message: "That key does not exist.".to_owned(),
+                grace: None,
+            });
+            render_page(&state, who, StatusCode::NOT_FOUND, None, refused).await
         }
         Err(err) => layout::failure_for(&who, err),
     }
@@ -236,17 +278,18 @@ pub async fn roll(
         .parse::<i64>()
         .ok()
         .filter(|seconds| GRACE_PERIODS.iter().any(|(s, _)| s == seconds));
+    // A refusal is shown in the key's row, the grace period chosen kept.
+    let refused = |message: String| {
+        Refused::Key(KeyError {
+            api_key_id: api_key_id.clone(),
+            message,
+            grace,
+        })
+    };
     let Some(grace) = grace else {
         let error = "Choose when the old key stops working: now, 1 hour, 24 hours or 7 days.";
-        return render_page(
-            &state,
-            who,
-            StatusCode::BAD_REQUEST,
-            None,
-            String::new(),
-            Some(error.to_owned()),
-        )
-        .await;
+        let refused = refused(error.to_owned());
+        return render_page(&state, who, StatusCode::BAD_REQUEST, None, refused).await;
     };
     match keys::roll_api_key(
         &state.store,
@@ -260,30 +303,14 @@ pub async fn roll(
         Ok(created) => show_new_key(req, &state, &who, created, Some(api_key_id)).await,
         Err(Error::ApiKeyLimitReached) => {
             let error = format!(
-                "{} keys are already active: revoke one you no longer use before rolling.",
+                "{} keys are already active: revoke one you no longer use before rolling, or roll with \"now\".",
                 keys::MAX_ACTIVE_KEYS
             );
-            render_page(
-                &state,
-                who,
-                StatusCode::CONFLICT,
-                None,
-                String::new(),
-                Some(error),
-            )
-            .await
+            render_page(&state, who, StatusCode::CONFLICT, None, refused(error)).await
         }
         Err(Error::ApiKeyNotFound) => {
             let error = "That key does not exist or is no longer active.".to_owned();
-            render_page(
-                &state,
-                who,
-                StatusCode::NOT_FOUND,
-                None,
-                String::new(),
-                Some(error),
-            )
-            .await
+            render_page(&state, who, StatusCode::NOT_FOUND, None, refused(error)).await
         }
         Err(err) => layout::failure_for(&who, err),
     }

@@ -1,6 +1,7 @@
-//! The panel's cookies, `pb_session` (the session) and `pb_flash` (a message for the page after
-//! a form): `HttpOnly`, `SameSite=Strict`, `Path=/panel`, and `Secure` when the server serves
-//! TLS or its `--public-url` is `https://` (docs/operations.md).
+//! The panel's cookies, `pb_session` (the session), `pb_flash` (a message for the page after
+//! a form) and `pb_shown` (a secret was just shown: see [`set_secret_shown`]): `HttpOnly`,
+//! `SameSite=Strict`, `Path=/panel`, and `Secure` when the server serves TLS or its
+//! `--public-url` is `https://` (docs/operations.md).
 
 use poem::Request;
 use poem::http::header;
@@ -49,6 +50,22 @@ pub fn set_flash(req: &Request, sealed: &str) -> String {
 /// `Set-Cookie` value dropping the flash cookie.
 pub fn clear_flash(req: &Request) -> String {
     set_cookie(req, FLASH_COOKIE, "", 0)
+}
+
+/// The cookie a page that showed a secret leaves for the next page to drop.
+pub const SECRET_SHOWN_COOKIE: &str = "pb_shown";
+
+/// `Set-Cookie` value marking that this page shows a secret. Chromium keeps even a `no-store`
+/// page in its back/forward cache, and restores it on "Back" unless an `HttpOnly` cookie
+/// changed meanwhile; so the next page of the panel drops this cookie ([`clear_secret_shown`]),
+/// and "Back" fetches the page again, which shows the secret no more.
+pub fn set_secret_shown(req: &Request) -> String {
+    set_cookie(req, SECRET_SHOWN_COOKIE, "1", SESSION_LIFETIME_SECONDS)
+}
+
+/// `Set-Cookie` value dropping the mark of a secret shown, when the request carries it.
+pub fn clear_secret_shown(req: &Request) -> Option<String> {
+    cookie(req, SECRET_SHOWN_COOKIE).map(|_| set_cookie(req, SECRET_SHOWN_COOKIE, "", 0))
 }
 
 /// Whether browsers reach the app over HTTPS, as configured (never guessed from a header a

@@ -304,13 +304,17 @@ impl Taken {
     /// The page's answer, dropping the cookie in the browser when the page showed its message,
     /// or when the cookie held nothing usable.
     fn finish(self, req: &Request, mut response: Response) -> Response {
+        let shown = response.status().is_success();
         let drop_cookie = match self {
             Self::Keep => false,
-            Self::Shown | Self::ShownSecret(_) => response.status().is_success(),
+            Self::Shown | Self::ShownSecret(_) => shown,
             Self::Unusable => true,
         };
         if drop_cookie {
             layout::set_cookie(&mut response, &cookies::clear_flash(req));
+        }
+        if shown && matches!(self, Self::ShownSecret(_)) {
+            layout::set_cookie(&mut response, &cookies::set_secret_shown(req));
         }
         response
     }
@@ -331,6 +335,30 @@ mod tests {
             .get_all(SET_COOKIE)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.starts_with("pb_flash=;")))
+    }
+
+    fn sets_cookie(response: &Response, prefix: &str) -> bool {
+        response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.starts_with(prefix)))
+    }
+
+    #[test]
+    fn a_page_that_shows_a_secret_leaves_its_mark_for_the_next_page() {
+        let req = Request::builder().finish();
+        let ok = || Response::builder().status(StatusCode::OK).finish();
+        let shown = Taken::ShownSecret("n".into()).finish(&req, ok());
+        assert!(sets_cookie(&shown, "pb_shown=1;"));
+        let failed = Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .finish();
+        let failed = Taken::ShownSecret("n".into()).finish(&req, failed);
+        assert!(!sets_cookie(&failed, "pb_shown="));
+        for taken in [Taken::Shown, Taken::Keep, Taken::Unusable] {
+            assert!(!sets_cookie(&taken.finish(&req, ok()), "pb_shown="));
+        }
     }
 
     #[test]

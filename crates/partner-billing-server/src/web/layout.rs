@@ -93,6 +93,15 @@ pub fn message_with_sign_out(
     )
 }
 
+/// A list page's `?cursor=`: an empty one (a link or form that left it blank) is the first
+/// page, like none; any other is the list's to read.
+pub fn page_cursor<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    let cursor: Option<String> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(cursor.filter(|c| !c.is_empty()))
+}
+
 /// As [`failure`], for a signed-in reseller: with its "Sign out" button.
 pub fn failure_for(who: &SignedIn, err: partner_billing::Error) -> Response {
     let (status, title, message) = failure_text(err);
@@ -115,7 +124,7 @@ fn failure_text(err: partner_billing::Error) -> (StatusCode, &'static str, &'sta
         // A page address or form the panel did not make (a cursor of another list, say).
         StatusCode::BAD_REQUEST => (
             "Not a valid request",
-            "This page address or form is not one the panel made. Go back and start again.",
+            "This page address or form is not one the panel made (a link to another page of a list that was altered, say). Go back and start again.",
         ),
         StatusCode::NOT_FOUND => ("Not found", "There is no such item in this account."),
         _ => (

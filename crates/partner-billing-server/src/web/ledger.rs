@@ -51,7 +51,7 @@ impl LedgerPage {
 pub struct LedgerQuery {
     #[serde(default)]
     product: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "layout::page_cursor")]
     cursor: Option<String>,
 }
 

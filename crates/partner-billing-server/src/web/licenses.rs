@@ -81,7 +81,7 @@ fn urlencoding(text: &str) -> String {
 pub struct LicensesQuery {
     #[serde(default)]
     login: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "layout::page_cursor")]
     cursor: Option<String>,
 }
 

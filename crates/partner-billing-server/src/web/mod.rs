@@ -179,6 +179,16 @@ async fn no_page(session: Option<(Secret, AppState)>, status: StatusCode) -> Res
     layout::message_page(status, title, message)
 }
 
+/// Whether `response` sets the cookie `name` (a page showing another secret renews its mark).
+fn sets_cookie(response: &Response, name: &str) -> bool {
+    response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split_once('=').is_some_and(|(found, _)| found == name))
+}
+
 /// The routes under `/panel`, with the security headers on every answer.
 pub fn routes() -> impl Endpoint<Output = Response> {
     let mut paths: BTreeMap<&str, RouteMethod> = BTreeMap::new();
@@ -196,6 +206,11 @@ pub fn routes() -> impl Endpoint<Output = Response> {
             // session cookie pays for the state's clone.
             let session = cookies::session_token(&req)
                 .and_then(|token| Some((token, req.data::<AppState>()?.clone())));
+            // The page after one that showed a secret drops its mark (`cookies`); an asset the
+            // secret's own page loads does not.
+            let drop_mark = (!req.uri().path().starts_with("/panel/assets/"))
+                .then(|| cookies::clear_secret_shown(&req))
+                .flatten();
             let mut response = match ep.call(req).await {
                 Ok(r) => r.into_response(),
                 Err(e) if e.is::<poem::error::NotFoundError>() => {
@@ -206,6 +221,11 @@ pub fn routes() -> impl Endpoint<Output = Response> {
                 }
                 Err(e) => e.into_response(),
             };
+            if let Some(drop_mark) = drop_mark
+                && !sets_cookie(&response, cookies::SECRET_SHOWN_COOKIE)
+            {
+                layout::set_cookie(&mut response, &drop_mark);
+            }
             let headers = response.headers_mut();
             for (name, value) in SECURITY_HEADERS {
                 headers.insert(name, HeaderValue::from_static(value));

@@ -51,7 +51,7 @@ struct ConfirmVoidPage {
 
 #[derive(Deserialize)]
 pub struct BatchesQuery {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "layout::page_cursor")]
     cursor: Option<String>,
 }
 
