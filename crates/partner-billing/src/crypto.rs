@@ -57,6 +57,10 @@ pub enum MasterKeyError {
     Database { path: String, reason: String },
 }
 
+/// Bits of a public id ([`MasterKey::public_id`]): below 2^53, so that a JSON number holds it
+/// exactly in every language; internal ids stay far below 2^52.
+pub const PUBLIC_ID_BITS: u32 = 52;
+
 /// A recovery payload could not be sealed or opened.
 #[derive(Debug, thiserror::Error)]
 #[error("recovery payload could not be sealed or opened")]
@@ -202,6 +206,62 @@ impl MasterKey {
         Ok(sealed)
     }
 
+    /// As [`seal`](Self::seal), but the same `plaintext` and `context` always give the same
+    /// output: the nonce is a MAC of both under the lookup subkey (a synthetic nonce, as SIV
+    /// modes make it), so equal inputs show as equal and nothing else is revealed. For values
+    /// handed out to be sent back unchanged, such as list cursors; [`open`](Self::open) reads it.
+    pub fn seal_deterministic(
+        &self,
+        plaintext: &[u8],
+        context: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
+        let mut mac = self.lookup.clone();
+        // Length-prefixed, after a label holding `|`, which no normalised promo code has.
+        mac.update(b"synthetic nonce|");
+        mac.update(&(context.len() as u64).to_be_bytes());
+        mac.update(context);
+        mac.update(plaintext);
+        let digest = mac.finalize().into_bytes();
+        let nonce = XNonce::from_slice(&digest[..24]);
+        let ciphertext = cipher
+            .encrypt(
+                nonce,
+                Payload {
+                    msg: plaintext,
+                    aad: context,
+                },
+            )
+            .map_err(|_| SealError)?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend_from_slice(&ciphertext);
+        Ok(sealed)
+    }
+
+    /// The public form of an internal row id, for ids numbered across every account (a
+    /// ledger entry's): a keyed permutation of `0..2^52` (a four-round Feistel network whose
+    /// round function is the lookup HMAC), so each id has its own public number, a JSON
+    /// integer every client reads exactly, and the numbers tell nothing of how many rows
+    /// other accounts made. `domain` keeps the permutations of two kinds of id apart.
+    pub fn public_id(&self, domain: &str, id: i64) -> i64 {
+        const HALF_BITS: u32 = PUBLIC_ID_BITS / 2;
+        const MASK: u64 = (1 << HALF_BITS) - 1;
+        let id = (id as u64) & ((1 << PUBLIC_ID_BITS) - 1);
+        let (mut left, mut right) = (id >> HALF_BITS, id & MASK);
+        for round in 0u8..4 {
+            let mut mac = self.lookup.clone();
+            // A label holding `|`, which no normalised promo code has.
+            mac.update(b"public id|");
+            mac.update(domain.as_bytes());
+            mac.update(&[b'|', round]);
+            mac.update(&right.to_be_bytes());
+            let digest = mac.finalize().into_bytes();
+            let f = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes")) & MASK;
+            (left, right) = (right, left ^ f);
+        }
+        ((left << HALF_BITS) | right) as i64
+    }
+
     /// Decrypts what [`seal`](Self::seal) produced for the same `context`.
     pub fn open(&self, sealed: &[u8], context: &[u8]) -> Result<Vec<u8>, SealError> {
         if sealed.len() < 24 {
@@ -270,6 +330,50 @@ mod tests {
         assert!(key.open(&sealed, b"batch-2").is_err());
         assert!(MasterKey::generate().open(&sealed, b"batch-1").is_err());
         assert_eq!(format!("{key:?}"), "MasterKey([redacted])");
+    }
+
+    #[test]
+    fn a_deterministic_seal_repeats_for_equal_inputs_only_and_hides_them() {
+        let key = MasterKey::generate();
+        let sealed = key.seal_deterministic(b"lic.30", b"cursor|1").unwrap();
+        assert_eq!(
+            key.seal_deterministic(b"lic.30", b"cursor|1").unwrap(),
+            sealed
+        );
+        assert_ne!(
+            key.seal_deterministic(b"lic.31", b"cursor|1").unwrap(),
+            sealed
+        );
+        assert_ne!(
+            key.seal_deterministic(b"lic.30", b"cursor|2").unwrap(),
+            sealed
+        );
+        assert!(!sealed.windows(6).any(|w| w == b"lic.30"));
+        assert_eq!(key.open(&sealed, b"cursor|1").unwrap(), b"lic.30");
+        assert!(key.open(&sealed, b"cursor|2").is_err());
+        let mut altered = sealed.clone();
+        altered[30] ^= 1;
+        assert!(key.open(&altered, b"cursor|1").is_err());
+        assert!(MasterKey::generate().open(&sealed, b"cursor|1").is_err());
+    }
+
+    #[test]
+    fn public_ids_are_distinct_below_2_to_the_53_and_keyed() {
+        let key = MasterKey::generate();
+        let ids: std::collections::HashSet<i64> =
+            (1..=20_000).map(|id| key.public_id("ledger", id)).collect();
+        assert_eq!(
+            ids.len(),
+            20_000,
+            "a permutation: no two ids share a public id"
+        );
+        assert!(ids.iter().all(|id| (0..1 << PUBLIC_ID_BITS).contains(id)));
+        // Consecutive ids are not consecutive, nor ordered, in public.
+        let (a, b) = (key.public_id("ledger", 41), key.public_id("ledger", 42));
+        assert!(b - a != 1 && a != 41);
+        assert_eq!(key.public_id("ledger", 42), b, "stable");
+        assert_ne!(MasterKey::generate().public_id("ledger", 42), b, "keyed");
+        assert_ne!(key.public_id("other", 42), b, "per domain");
     }
 
     #[test]

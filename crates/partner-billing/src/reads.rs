@@ -343,6 +343,9 @@ fn ledger_sql(backend: Backend, product: Option<&str>) -> String {
     )
 }
 
+/// The domain of ledger entries' public ids (`MasterKey::public_id`).
+const LEDGER_ENTRY_IDS: &str = "ledger entry";
+
 /// The feed's position before the first entry.
 const LEDGER_START: [i64; 2] = [-1, -1];
 
@@ -379,8 +382,16 @@ pub async fn ledger(
     let position = rows
         .last()
         .map_or(after, |row| vec![row.commit_xact, row.entry.entry_id]);
+    // An entry's id is numbered across every account: the reseller sees its public form.
+    let key = store.master_key()?;
     Ok(LedgerPage {
-        entries: rows.into_iter().map(|row| row.entry).collect(),
+        entries: rows
+            .into_iter()
+            .map(|row| LedgerEntryRecord {
+                entry_id: key.public_id(LEDGER_ENTRY_IDS, row.entry.entry_id),
+                ..row.entry
+            })
+            .collect(),
         next_cursor: cursor::encode(store, account_id, List::Ledger, &sealed, &position)?,
         has_more,
     })

@@ -567,6 +567,42 @@ async fn resellers_see_only_their_own_records(db: Db) {
             "cursor",
         );
     }
+    // A cursor tells nothing: its position (row and transaction ids, numbered across every
+    // account) is encrypted, and the same position gives the same cursor.
+    let again = ca
+        .list_licenses(&LicenseQuery {
+            limit: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.next_cursor.as_ref(), Some(&a_cursor));
+    for cursor in [&a_cursor, &ledger_cursor] {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(cursor)
+            .expect("base64url");
+        let text = String::from_utf8_lossy(&bytes);
+        for tag in ["lic.", "led."] {
+            assert!(!text.contains(tag), "{cursor}: {text}");
+        }
+    }
+    // Nor does an entry's id: ids are numbered across every account, so B's first entry
+    // would tell how many A made before it; its public id tells nothing.
+    app.credit(&b, "pro", 1).await;
+    app.ledger_feed_settled().await;
+    let entries = cb
+        .ledger_page(&LedgerQuery::default())
+        .await
+        .unwrap()
+        .entries;
+    let row_id = app.count_rows("SELECT MAX(id) FROM ledger_entries").await;
+    assert_eq!(entries.len(), 1);
+    assert_ne!(entries[0].entry_id, row_id);
+    assert!(
+        entries[0].entry_id < 1 << 53,
+        "a JSON integer every client reads exactly"
+    );
     let _ = batch_id;
 }
 

@@ -1,7 +1,11 @@
-//! Opaque keyset cursors: the last item's sort key, which list it belongs to, and a MAC under
-//! the master key that binds both to the account and to the list's filter (a login, a product:
-//! the values the page was read with); the operator's log, read where there may be no master
-//! key, a SHA-256 digest of the same. A cursor that does not decode, was altered, belongs to
+//! Opaque keyset cursors: the last item's sort key and which list it belongs to, encrypted
+//! under the master key (XChaCha20-Poly1305, a synthetic nonce: the same position gives the
+//! same cursor) with the account and the list's filter (a login, a product: the values the
+//! page was read with) bound as associated data. The sort keys are row ids and transaction
+//! ids numbered across every account, so a reseller reading them in clear could count the
+//! others' activity; encrypted, a cursor tells nothing. The operator's log, read where there
+//! may be no master key (and only by the operator), carries its position in clear with a
+//! SHA-256 digest of the same binding. A cursor that does not decode, was altered, belongs to
 //! another list, another account or another filter is `Request.ValidationFailed` on `cursor`;
 //! and whatever a cursor says, every query is still bound to the caller's own account.
 
@@ -44,43 +48,37 @@ impl List {
         }
     }
 
-    /// Whether its cursors are sealed under the master key. The operator's log is read by
+    /// Whether its cursors are encrypted under the master key. The operator's log is read by
     /// whoever holds the database, with or without the master key (`admin` runs without one):
     /// a digest seals its cursors, which still catches one altered or used under another
-    /// filter; there is nothing to forge it against.
+    /// filter; there is nothing to forge it against, and nobody else reads it.
     fn keyed(self) -> bool {
         self != Self::OperatorLog
     }
 }
 
-/// Hex characters of the MAC kept in a cursor (80 bits).
+/// Hex characters of the digest kept in an operator's log cursor (80 bits).
 const MAC_HEX_CHARS: usize = 20;
 
 /// What a page of a list was filtered by, in the list's own order of filters, `""` for one
 /// not set (every filter value is non-empty text): sealed into its cursors, never written out.
 pub(crate) type Filter<'a> = &'a [&'a str];
 
-fn mac(
-    store: &Store,
-    account_id: i64,
-    list: List,
-    filter: Filter<'_>,
-    payload: &str,
-) -> Result<String> {
-    // Each filter value length-prefixed, so no two filters read as one text.
+/// What a cursor is bound to: the account, the list and its filter, each filter value
+/// length-prefixed so that no two filters read as one text.
+fn binding(account_id: i64, list: List, filter: Filter<'_>) -> String {
     let filter: String = filter
         .iter()
         .map(|value| format!("{}:{value}", value.len()))
         .collect();
-    let text = format!("cursor|{account_id}|{payload}|{filter}");
-    let mut full = if list.keyed() {
-        // The master key's lookup HMAC, over a text no promo code can equal (it holds `|`).
-        store.master_key()?.code_hash(&text)
-    } else {
-        crate::domain::sha256_hex(text.as_bytes())
-    };
+    format!("cursor|{account_id}|{}|{filter}", list.tag())
+}
+
+/// The operator's log cursor's digest of `payload` and its binding.
+fn digest(binding: &str, payload: &str) -> String {
+    let mut full = crate::domain::sha256_hex(format!("{binding}|{payload}").as_bytes());
     full.truncate(MAC_HEX_CHARS);
-    Ok(full)
+    full
 }
 
 /// The cursor after the item whose sort key is `position`, in the list read with `filter`.
@@ -93,8 +91,16 @@ pub(crate) fn encode(
 ) -> Result<String> {
     let values: Vec<String> = position.iter().map(i64::to_string).collect();
     let payload = format!("{}.{}", list.tag(), values.join("."));
-    let tag = mac(store, account_id, list, filter, &payload)?;
-    Ok(URL_SAFE_NO_PAD.encode(format!("{payload}.{tag}")))
+    let binding = binding(account_id, list, filter);
+    if !list.keyed() {
+        let tag = digest(&binding, &payload);
+        return Ok(URL_SAFE_NO_PAD.encode(format!("{payload}.{tag}")));
+    }
+    let sealed = store
+        .master_key()?
+        .seal_deterministic(payload.as_bytes(), binding.as_bytes())
+        .map_err(|_| Error::Internal("a list cursor could not be sealed".to_owned()))?;
+    Ok(URL_SAFE_NO_PAD.encode(sealed))
 }
 
 fn unreadable() -> Error {
@@ -121,15 +127,25 @@ pub(crate) fn decode(
     let bytes = URL_SAFE_NO_PAD
         .decode(cursor.as_bytes())
         .map_err(|_| unreadable())?;
-    let text = String::from_utf8(bytes).map_err(|_| unreadable())?;
-    let (payload, tag) = text.rsplit_once('.').ok_or_else(unreadable)?;
-    let expected = mac(store, account_id, list, filter, payload)?;
-    if !bool::from(subtle::ConstantTimeEq::ct_eq(
-        tag.as_bytes(),
-        expected.as_bytes(),
-    )) {
-        return Err(unreadable());
-    }
+    let binding = binding(account_id, list, filter);
+    let payload = if list.keyed() {
+        let opened = store
+            .master_key()?
+            .open(&bytes, binding.as_bytes())
+            .map_err(|_| unreadable())?;
+        String::from_utf8(opened).map_err(|_| unreadable())?
+    } else {
+        let text = String::from_utf8(bytes).map_err(|_| unreadable())?;
+        let (payload, tag) = text.rsplit_once('.').ok_or_else(unreadable)?;
+        let expected = digest(&binding, payload);
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(
+            tag.as_bytes(),
+            expected.as_bytes(),
+        )) {
+            return Err(unreadable());
+        }
+        payload.to_owned()
+    };
     let mut parts = payload.split('.');
     if parts.next() != Some(list.tag()) {
         return Err(unreadable());
