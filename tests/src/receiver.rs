@@ -25,7 +25,8 @@ pub fn test_webhook_settings() -> WebhookSettings {
 
 /// Process settings for the server binary matching [`test_webhook_settings`].
 pub const TEST_WEBHOOK_ENV: [(&str, &str); 2] = [
-    ("PARTNER_BILLING_WEBHOOK_ALLOW_INSECURE", "true"),
+    // `1` as operators write it (`true`, `yes` and `on` are read alike).
+    ("PARTNER_BILLING_WEBHOOK_ALLOW_INSECURE", "1"),
     ("PARTNER_BILLING_WEBHOOK_BACKOFF", "1s,1s"),
 ];
 
@@ -35,6 +36,8 @@ pub struct Received {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -79,6 +82,7 @@ async fn receive(req: &Request, body: Body, shared: Data<&Shared>) -> Response {
             path: req.uri().path().to_owned(),
             headers: req.headers().clone(),
             body,
+            at: std::time::Instant::now(),
         });
     let _ = shared.held.subscribe().wait_for(|held| !held).await;
     let status = shared.status.load(Ordering::SeqCst);

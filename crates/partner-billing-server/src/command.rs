@@ -40,7 +40,8 @@ struct Args {
         long,
         env = "PARTNER_BILLING_GROUP_COMMIT",
         default_value_t = true,
-        action = clap::ArgAction::Set
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new()
     )]
     group_commit: bool,
     /// Webhook retry schedule: one attempt, then one after each delay (units s, m, h, d),
@@ -59,6 +60,7 @@ struct Args {
         env = "PARTNER_BILLING_WEBHOOK_ALLOW_INSECURE",
         default_value_t = false,
         action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new(),
         num_args = 0..=1,
         default_missing_value = "true"
     )]

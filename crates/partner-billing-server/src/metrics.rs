@@ -354,6 +354,23 @@ fn to_prometheus_text(open_metrics: &str) -> String {
     text
 }
 
+/// A method as a label: one of HTTP's own, else `other`. A client may send any token as its
+/// method; as a label each would make new series without bound (and could carry an id).
+fn method_label(method: &Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "OPTIONS" => "OPTIONS",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
+}
+
 /// Counts an answered request by method, route template and status, times it from `started`,
 /// and counts the units a fresh license or promo batch charged (a replay, marked
 /// `Idempotent-Replayed`, charged nothing). Handlers never touch a counter.
@@ -366,7 +383,7 @@ pub async fn count(
 ) -> Response {
     let status = response.status().as_u16();
     metrics.record_request(
-        method.as_str(),
+        method_label(method),
         route,
         status,
         started.elapsed().as_secs_f64(),

@@ -226,17 +226,18 @@ pub async fn delete_endpoint(
 ) -> Result<()> {
     let endpoint_id = parse_endpoint_id(endpoint_id)?;
     let mut tx = store.begin_write().await?;
-    let result = sqlx::query(
+    let deleted: Option<i64> = sqlx::query_scalar(
         "UPDATE webhook_endpoints SET status = 'deleted' \
-         WHERE endpoint_id = $1 AND account_id = $2 AND status <> 'deleted'",
+         WHERE endpoint_id = $1 AND account_id = $2 AND status <> 'deleted' RETURNING id",
     )
     .bind(endpoint_id.as_str())
     .bind(account_id)
-    .execute(&mut *tx)
+    .fetch_optional(&mut *tx)
     .await?;
-    if result.rows_affected() == 0 {
+    let Some(endpoint_row_id) = deleted else {
         return Err(Error::WebhookEndpointNotFound);
-    }
+    };
+    outbox::drop_pending(&mut tx, endpoint_row_id).await?;
     let written = Entry::new(Action::WebhookEndpointDeleted, Some(account_id))
         .id("webhookEndpointId", endpoint_id.as_str())
         .write(store, &mut tx, origin)

@@ -70,6 +70,11 @@ fn promtool_accepts(scrape: &str) {
     );
 }
 
+/// The request counter's sample with `labels`.
+fn series_of(text: &str, labels: &str) -> Option<f64> {
+    sample(text, &format!("http_server_requests_total{{{labels}}}"))
+}
+
 async fn metrics_count_requests_by_template_and_units_charged(db: Db) {
     let app = TestApp::spawn(&db).await;
     app.plan_with_days("pro", Some(30)).await;
@@ -124,10 +129,26 @@ async fn metrics_count_requests_by_template_and_units_charged(db: Db) {
         .await
         .unwrap();
     assert_eq!(response.status(), 404);
+    // A method that is no HTTP method is counted as `other`, never as sent (any token could
+    // be sent, an id included: each would make new series).
+    let odd = Method::from_bytes(r.client_id.as_bytes()).unwrap();
+    let response = app
+        .http
+        .request(odd, app.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
     assert_eq!(app.balance(&r, "pro").await, Some(14));
 
     let text = scrape(&app).await;
-    let series = |labels: &str| sample(&text, &format!("http_server_requests_total{{{labels}}}"));
+    assert!(!text.contains(&r.client_id), "{text}");
+    assert_eq!(
+        series_of(&text, r#"method="other",route="/healthz",status="405""#),
+        Some(1.0),
+        "{text}"
+    );
+    let series = |labels: &str| series_of(&text, labels);
     assert_eq!(
         series(r#"method="POST",route="/v1/billing/partner/licenses",status="200""#),
         Some(2.0),

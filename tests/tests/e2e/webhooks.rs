@@ -715,6 +715,14 @@ async fn failures_are_retried_on_the_schedule_then_marked_failed(db: Db) {
     assert_eq!(outbox::pending_count(&app.store).await.unwrap(), 0);
     let received = receiver.received();
     assert_eq!(received.len(), 3);
+    // Each retry comes the schedule's delay (1 s) after the attempt before it, never sooner.
+    for pair in received.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(
+            gap >= std::time::Duration::from_secs(1),
+            "a retry after {gap:?}"
+        );
+    }
     let ids: BTreeSet<&str> = received.iter().map(|r| r.header("webhook-id")).collect();
     assert_eq!(ids.len(), 1, "the same webhook-id on every retry");
     for request in &received {
@@ -823,14 +831,43 @@ async fn gone_disables_the_endpoint_and_redirects_are_not_followed(db: Db) {
     // Nothing more is sent to a disabled endpoint: its messages are never leased.
     receiver.respond_with(204);
     panel.test_webhook_endpoint(id).await.unwrap();
+    // Nor is it counted as waiting (the outbox gauge): it never will be sent.
     assert_eq!(
         outbox::pending_count(&app.store).await.unwrap(),
-        1,
-        "queued"
+        0,
+        "a disabled endpoint's message is not waiting"
     );
     assert!(outbox::lease_due(&app.store, 100).await.unwrap().is_empty());
     assert_eq!(receiver.received().len(), before);
     assert!(receiver.received().iter().all(|r| r.path == "/hook"));
+
+    // A deleted endpoint's retry still due is dropped with it: nothing left pending.
+    let (failing, _, second) = subscribe(&app, &r, &["webhook.test"]).await;
+    failing.respond_with(500);
+    panel
+        .test_webhook_endpoint(&second.webhook_endpoint_id)
+        .await
+        .unwrap();
+    eventually("a retry scheduled", || async {
+        let d = panel
+            .webhook_deliveries(&second.webhook_endpoint_id)
+            .await
+            .unwrap()
+            .deliveries;
+        (d.len() == 1 && d[0].next_attempt_utc.is_some()).then_some(())
+    })
+    .await;
+    assert_eq!(outbox::pending_count(&app.store).await.unwrap(), 1);
+    panel
+        .delete_webhook_endpoint(&second.webhook_endpoint_id)
+        .await
+        .unwrap();
+    assert_eq!(outbox::pending_count(&app.store).await.unwrap(), 0);
+    let pending = rows(&app, "webhook_messages WHERE status = 'pending'").await;
+    assert_eq!(
+        pending, 1,
+        "only the disabled endpoint's test event, never leased"
+    );
 }
 
 async fn two_replicas_deliver_each_event_once(db: Db) {

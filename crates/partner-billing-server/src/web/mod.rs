@@ -179,6 +179,32 @@ async fn no_page(session: Option<(Secret, AppState)>, status: StatusCode) -> Res
     layout::message_page(status, title, message)
 }
 
+/// An error answer as the panel shows it: the panel's pages keep theirs; poem's own plain text
+/// (a form body that could not be read, say: it names the I/O error) becomes a page of the
+/// panel with the same status.
+fn own_page(response: Response) -> Response {
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_none_or(|t| t.as_bytes().starts_with(b"text/plain"));
+    let status = response.status();
+    if !plain || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    if status.is_server_error() {
+        return layout::message_page(
+            status,
+            "Not available",
+            "Something went wrong on our side. Try again; if it persists, contact support.",
+        );
+    }
+    layout::message_page(
+        status,
+        "Not a valid request",
+        "The request could not be read (a form sent only in part, say). Go back and try again.",
+    )
+}
+
 /// Whether `response` sets the cookie `name` (a page showing another secret renews its mark).
 fn sets_cookie(response: &Response, name: &str) -> bool {
     response
@@ -219,7 +245,7 @@ pub fn routes() -> impl Endpoint<Output = Response> {
                 Err(e) if e.is::<poem::error::MethodNotAllowedError>() => {
                     no_page(session, StatusCode::METHOD_NOT_ALLOWED).await
                 }
-                Err(e) => e.into_response(),
+                Err(e) => own_page(e.into_response()),
             };
             if let Some(drop_mark) = drop_mark
                 && !sets_cookie(&response, cookies::SECRET_SHOWN_COOKIE)

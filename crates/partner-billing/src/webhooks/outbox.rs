@@ -127,8 +127,8 @@ pub async fn lease_due(store: &Store, limit: i64) -> Result<Vec<DueMessage>> {
 /// Records attempts and settles their messages, in one transaction (the worker batches what
 /// finished together: one commit instead of one per attempt): a 2xx is delivered; `410 Gone`
 /// fails it and disables the endpoint at once; anything else (redirects included) is retried
-/// the schedule's next delay after the attempt ended (now), or failed when the schedule is
-/// used up.
+/// the schedule's next delay after the attempt ended (now, rounded up to the whole second:
+/// never sooner, at most a second later), or failed when the schedule is used up.
 pub async fn record_attempts(store: &Store, attempts: &[(&DueMessage, &Attempt)]) -> Result<()> {
     if attempts.is_empty() {
         return Ok(());
@@ -150,7 +150,9 @@ pub async fn record_attempts(store: &Store, attempts: &[(&DueMessage, &Attempt)]
             usize::try_from(message.attempt - 1)
                 .ok()
                 .and_then(|i| backoff.get(i))
-                .map(|delay| now + i64::try_from(delay.as_secs()).unwrap_or(i64::MAX / 2))
+                // From the end of the second the attempt ended in: times are whole seconds, so
+                // counting from `now` (rounded down) would retry up to a second early.
+                .map(|delay| now + 1 + i64::try_from(delay.as_secs()).unwrap_or(i64::MAX / 2))
         };
         let status = match (delivered, next_attempt_utc) {
             (true, _) => "delivered",
@@ -187,6 +189,7 @@ pub async fn record_attempts(store: &Store, attempts: &[(&DueMessage, &Attempt)]
             .bind(message.endpoint_row_id)
             .execute(&mut *tx)
             .await?;
+            drop_pending(&mut tx, message.endpoint_row_id).await?;
             gone_events.push(message.event_id.as_str());
         }
     }
@@ -197,11 +200,27 @@ pub async fn record_attempts(store: &Store, attempts: &[(&DueMessage, &Attempt)]
     Ok(())
 }
 
-/// Messages not yet settled (pending), for tests and operations.
+/// Messages waiting to be sent (pending, to an enabled endpoint), for tests and operations
+/// (the outbox gauge). A message of an endpoint disabled or deleted meanwhile will never be
+/// sent: it is not waiting.
 pub async fn pending_count(store: &Store) -> Result<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT COUNT(*) FROM webhook_messages WHERE status = 'pending'")
-            .fetch_one(store.pool())
-            .await?,
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM webhook_messages m JOIN webhook_endpoints e ON e.id = m.endpoint_row_id \
+         WHERE m.status = 'pending' AND e.status = 'enabled'",
     )
+    .fetch_one(store.pool())
+    .await?)
+}
+
+/// Settles as failed the messages still pending for an endpoint that was just disabled or
+/// deleted (in the caller's transaction): nothing more is sent to it, so none is waiting.
+pub(crate) async fn drop_pending(tx: &mut crate::db::Tx, endpoint_row_id: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE webhook_messages SET status = 'failed', lease_until_utc = NULL \
+         WHERE endpoint_row_id = $1 AND status = 'pending'",
+    )
+    .bind(endpoint_row_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
