@@ -279,6 +279,52 @@ fn errors_are_one_line_and_non_zero() {
     ]);
     assert_one_line_error(&out, "not found");
 
+    // A plan that does not exist is said, not an empty ledger.
+    let created = cli.json_with_stdin(
+        &["reseller", "create", "--name", "Acme", "--password-stdin"],
+        "a long password 123\n",
+    );
+    let client_id = created["clientId"].as_str().unwrap();
+    let out = cli.run(&[
+        "quota",
+        "ledger",
+        "--client-id",
+        client_id,
+        "--plan",
+        "nope",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(&out, "unknown plan");
+    // A negative number is said to be out of range, not taken for a flag.
+    for args in [
+        vec![
+            "quota",
+            "credit",
+            "--client-id",
+            client_id,
+            "--plan",
+            "pro",
+            "--units",
+            "-5",
+            "--reason",
+            "x",
+        ],
+        vec![
+            "plan",
+            "create",
+            "--slug",
+            "x",
+            "--name",
+            "X",
+            "--duration-days",
+            "-1",
+        ],
+    ] {
+        let out = cli.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&out, "is not in 1..=");
+    }
+
     // Usage errors: exit 2, still one line.
     let out = cli.run(&["reseller", "show", "--client-id", "not-a-client-id"]);
     assert_eq!(out.status.code(), Some(2));
@@ -300,8 +346,11 @@ fn errors_are_one_line_and_non_zero() {
     let stderr = assert_one_line_error(&out, "password");
     assert!(!stderr.contains("short1"), "{stderr}");
     assert_eq!(
-        cli.json(&["reseller", "list"])["resellers"],
-        serde_json::json!([])
+        cli.json(&["reseller", "list"])["resellers"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "only the one created above"
     );
 }
 

@@ -199,6 +199,8 @@ async fn panel_in_a_real_browser(db: Db) {
     let r = app.reseller().await;
     app.plan_with_days("pro", Some(30)).await;
     app.credit(&r, "pro", 5).await;
+    app.plan("team-annual").await;
+    app.credit(&r, "team-annual", 100_000).await;
     let browser = Browser::start().await;
 
     // A wrong password: the generic answer, the id kept, the password not.
@@ -223,6 +225,20 @@ async fn panel_in_a_real_browser(db: Db) {
     assert_eq!(browser.path().await, "/panel");
     assert_eq!(browser.text("#client-id").await, r.client_id);
     assert!(browser.text("table#balances").await.contains("pro"));
+    // At 375 px the balances (three short columns) fit without scrolling sideways.
+    browser.client.set_window_size(375, 900).await.unwrap();
+    let overflow = browser
+        .client
+        .execute(
+            "const box = document.querySelector('table#balances').parentElement; \
+             return [box.scrollWidth - box.clientWidth, document.documentElement.clientWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(overflow[1].as_i64().unwrap() <= 375, "{overflow}");
+    assert_eq!(overflow[0], 0, "the balances scroll at 375 px: {overflow}");
+    browser.client.set_window_size(1280, 900).await.unwrap();
 
     // Create a key: the secret is shown once.
     browser.click("a[href='/panel/api-keys']").await;

@@ -26,7 +26,12 @@ pub enum QuotaCommand {
         #[arg(long, value_name = "S", value_parser = args::plan_slug)]
         plan: PlanSlug,
         /// How many units to add (1-1000000000).
-        #[arg(long, value_name = "U", value_parser = args::in_range(1, CREDIT_MAX_UNITS))]
+        #[arg(
+            long,
+            value_name = "U",
+            allow_negative_numbers = true,
+            value_parser = args::in_range(1, CREDIT_MAX_UNITS)
+        )]
         units: i64,
         /// Why, for the ledger and the audit trail (1-500 characters, no control characters).
         #[arg(long, value_name = "TEXT")]
