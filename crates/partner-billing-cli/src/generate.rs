@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
+use crate::output::Watched;
+
 /// `completions` arguments.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -22,18 +24,21 @@ pub fn completions(mut command: clap::Command, args: &CompletionsArgs) -> anyhow
     // Written whole afterwards: clap_complete panics when its writer fails (a closed pipe).
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, name, &mut script);
-    let mut stdout = std::io::stdout().lock();
-    stdout
+    let mut stdout = Watched::new(std::io::stdout().lock());
+    let written = stdout
         .write_all(&script)
         .and_then(|()| stdout.flush())
-        .context("cannot write the completion script")?;
+        .context("cannot write the completion script");
+    stdout.unless_closed(written)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints the man page (roff) on stdout: `partner-billing man > partner-billing.1`.
 pub fn man(command: clap::Command) -> anyhow::Result<ExitCode> {
-    clap_mangen::Man::new(command)
-        .render(&mut std::io::stdout())
-        .context("cannot write the man page")?;
+    let mut stdout = Watched::new(std::io::stdout().lock());
+    let written = clap_mangen::Man::new(command)
+        .render(&mut stdout)
+        .context("cannot write the man page");
+    stdout.unless_closed(written)?;
     Ok(ExitCode::SUCCESS)
 }

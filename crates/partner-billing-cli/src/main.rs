@@ -142,23 +142,16 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => code,
-        // The reader went away (`| head`): it chose to stop reading; nothing failed here.
-        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) if ends_quietly(&err) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }
 }
 
-/// Whether writing the output failed because the reading end of the pipe was closed.
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    use std::io::ErrorKind::BrokenPipe;
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == BrokenPipe)
-            || cause
-                .downcast_ref::<serde_json::Error>()
-                .is_some_and(|e| e.io_error_kind() == Some(BrokenPipe))
-    })
+/// Whether the reader of stdout went away (`| head`): it chose to stop reading; nothing
+/// failed here. A broken pipe anywhere else (a connection to the database or the service)
+/// is a failure like any other.
+fn ends_quietly(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| cause.is::<output::StdoutClosed>())
 }
 
 /// Help and version as clap prints them; any other parse error as one line, exit 2.
@@ -214,8 +207,11 @@ fn without_typed_values(err: &clap::Error, text: &str) -> String {
     let mut text = text.to_owned();
     for value in stray.into_iter().chain(secret_shaped) {
         let value = value.split_once('=').map_or(value, |(_, v)| v);
+        // Only where clap quotes it, so that a short value leaves the rest of the text whole.
         if !value.is_empty() {
-            text = text.replace(value, "…");
+            text = text
+                .replace(&format!("'{value}'"), "'…'")
+                .replace(&format!("'-- {value}'"), "'-- …'");
         }
     }
     text
@@ -259,6 +255,17 @@ fn one_line(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn only_a_closed_stdout_ends_quietly() {
+        use anyhow::Context;
+        let closed = Err::<(), _>(super::output::StdoutClosed).context("writing the list");
+        assert!(super::ends_quietly(&closed.unwrap_err()));
+        // The database's connection broken mid-command: a failure, said.
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let broken = Err::<(), _>(pipe).context("cannot open the database");
+        assert!(!super::ends_quietly(&broken.unwrap_err()));
+    }
 
     #[test]
     fn the_command_tree_is_consistent() {
@@ -305,6 +312,20 @@ mod tests {
                 secret,
             ],
         ];
+        // A short value: the rest of the message is left whole.
+        let short = usage_text(&[
+            "partner-billing",
+            "admin",
+            "reseller",
+            "create",
+            "--name",
+            "N",
+            "--password-stdin=a",
+        ]);
+        assert!(
+            short.contains("unexpected value '…' for '--password-stdin' found"),
+            "{short}"
+        );
         for args in cases {
             let text = usage_text(args);
             let typed = args.last().unwrap();

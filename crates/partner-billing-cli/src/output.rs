@@ -8,6 +8,64 @@ use anyhow::{Context, Result};
 use futures_util::{Stream, TryStreamExt};
 use serde::Serialize;
 
+/// The reader of the command's output went away (`| head`): it chose to stop reading, so the
+/// command ends quietly. Raised only by writes to stdout ([`Watched`]), never by a broken
+/// connection to the database or the service, which is a failure.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// A writer that notes whether its reader went away (a broken pipe).
+pub struct Watched<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> Watched<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            closed: false,
+        }
+    }
+
+    fn note<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(err) = &result
+            && err.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.closed = true;
+        }
+        result
+    }
+
+    /// `result`, or [`StdoutClosed`] when it failed because the reader went away.
+    pub fn unless_closed<T>(&self, result: Result<T>) -> Result<T> {
+        match result {
+            Err(_) if self.closed => Err(StdoutClosed.into()),
+            result => result,
+        }
+    }
+}
+
+impl<W: Write> Write for Watched<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(buf);
+        self.note(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let flushed = self.inner.flush();
+        self.note(flushed)
+    }
+}
+
 /// The output mode chosen by `--json`.
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
@@ -26,19 +84,24 @@ impl Output {
         } else {
             human()
         };
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = Watched::new(std::io::stdout().lock());
         let text = text.trim_end_matches('\n');
-        if !text.is_empty() {
-            writeln!(stdout, "{text}").context("cannot write to stdout")?;
-        }
-        stdout.flush().context("cannot write to stdout")
+        let written = if text.is_empty() {
+            Ok(())
+        } else {
+            writeln!(stdout, "{text}")
+        };
+        let written = written
+            .and_then(|()| stdout.flush())
+            .context("cannot write to stdout");
+        stdout.unless_closed(written)
     }
 
     /// Tells where the next page of a list starts, on stderr, so that stdout stays the page
     /// alone (with `--json` the object carries `nextCursor`).
     pub fn more(&self, next: Option<&str>) {
         if let (Some(cursor), false) = (next, self.json) {
-            eprintln!("more: run again with --cursor {cursor}");
+            eprintln!("more: run again with the same options and --cursor {cursor}");
         }
     }
 }
@@ -95,6 +158,22 @@ impl Output {
     /// otherwise a table (see [`table`]) whose columns are measured `STREAMED_TABLE_CHUNK`
     /// rows at a time and only ever widen. A failure part-way stops the output there.
     pub async fn emit_stream<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        to: &mut impl Write,
+        head: serde_json::Value,
+        field: &str,
+        headers: &[&str],
+        items: impl Stream<Item = Result<T, E>>,
+        row: impl Fn(&T) -> Vec<String>,
+    ) -> Result<()> {
+        let mut to = Watched::new(to);
+        let emitted = self
+            .emit_stream_to(&mut to, head, field, headers, items, row)
+            .await;
+        to.unless_closed(emitted)
+    }
+
+    async fn emit_stream_to<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
         &self,
         to: &mut impl Write,
         head: serde_json::Value,

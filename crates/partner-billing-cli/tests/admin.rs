@@ -482,7 +482,10 @@ fn corrections_and_the_audit_log_through_the_binary() {
     let paged = cli.run(&["audit", "log", "--limit", "1"]);
     assert_success(&paged, &["audit log --limit 1"]);
     let more = common::text(&paged.stderr);
-    assert!(more.starts_with("more: run again with --cursor "), "{more}");
+    assert!(
+        more.starts_with("more: run again with the same options and --cursor "),
+        "{more}"
+    );
 }
 
 /// Output into a pipe whose reader has gone (`| head`) ends quietly: no panic, no error line.

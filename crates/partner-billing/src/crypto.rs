@@ -1,7 +1,9 @@
-//! The master key: HMAC for promo-code lookups and AEAD for the 72-hour recovery payloads.
+//! The master key: HMAC for promo-code lookups, AEAD for the 72-hour recovery payloads (and
+//! the other sealed values: panel messages, list cursors), the synthetic nonces of
+//! deterministic seals, and the permutation behind public ids.
 //!
-//! Two subkeys are derived from the one master key (HMAC-SHA256 with distinct labels), so the
-//! lookup hashes and the encryption never share key material.
+//! Each use has its own subkey, derived from the one master key (HMAC-SHA256 with distinct
+//! labels), so no two uses share key material.
 
 use std::fmt;
 use std::io::Write;
@@ -20,6 +22,10 @@ pub struct MasterKey {
     /// HMAC keyed with the lookup subkey, cloned per hash (saves the key schedule each time).
     lookup: Hmac<Sha256>,
     sealing: [u8; 32],
+    /// HMAC keyed with the synthetic-nonce subkey ([`MasterKey::seal_deterministic`]).
+    nonces: Hmac<Sha256>,
+    /// HMAC keyed with the public-id subkey: the round function of [`MasterKey::public_id`].
+    ids: Hmac<Sha256>,
     /// HMAC-SHA256(key, "partner-billing master key check"), hex: recorded in the database
     /// the key belongs to (docs/security.md). Reveals nothing of the key.
     fingerprint: String,
@@ -57,8 +63,8 @@ pub enum MasterKeyError {
     Database { path: String, reason: String },
 }
 
-/// Bits of a public id ([`MasterKey::public_id`]): below 2^53, so that a JSON number holds it
-/// exactly in every language; internal ids stay far below 2^52.
+/// Bits permuted in a public id ([`MasterKey::public_id`]); the bit above marks it public, and
+/// the whole stays below 2^53, so that a JSON number holds it exactly in every language.
 pub const PUBLIC_ID_BITS: u32 = 52;
 
 /// A recovery payload could not be sealed or opened.
@@ -81,6 +87,16 @@ impl MasterKey {
             ))
             .expect("HMAC takes any key length"),
             sealing: derive(&master, b"partner-billing recovery payload v1"),
+            nonces: <Hmac<Sha256> as Mac>::new_from_slice(&derive(
+                &master,
+                b"partner-billing synthetic nonce v1",
+            ))
+            .expect("HMAC takes any key length"),
+            ids: <Hmac<Sha256> as Mac>::new_from_slice(&derive(
+                &master,
+                b"partner-billing public ids v1",
+            ))
+            .expect("HMAC takes any key length"),
             fingerprint: hex::encode(derive(&master, b"partner-billing master key check")),
         }
     }
@@ -207,7 +223,7 @@ impl MasterKey {
     }
 
     /// As [`seal`](Self::seal), but the same `plaintext` and `context` always give the same
-    /// output: the nonce is a MAC of both under the lookup subkey (a synthetic nonce, as SIV
+    /// output: the nonce is a MAC of both under a subkey of its own (a synthetic nonce, as SIV
     /// modes make it), so equal inputs show as equal and nothing else is revealed. For values
     /// handed out to be sent back unchanged, such as list cursors; [`open`](Self::open) reads it.
     pub fn seal_deterministic(
@@ -216,9 +232,8 @@ impl MasterKey {
         context: &[u8],
     ) -> Result<Vec<u8>, SealError> {
         let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
-        let mut mac = self.lookup.clone();
-        // Length-prefixed, after a label holding `|`, which no normalised promo code has.
-        mac.update(b"synthetic nonce|");
+        let mut mac = self.nonces.clone();
+        // The context length-prefixed, so no two (context, plaintext) pairs read as one text.
         mac.update(&(context.len() as u64).to_be_bytes());
         mac.update(context);
         mac.update(plaintext);
@@ -239,27 +254,31 @@ impl MasterKey {
     }
 
     /// The public form of an internal row id, for ids numbered across every account (a
-    /// ledger entry's): a keyed permutation of `0..2^52` (a four-round Feistel network whose
-    /// round function is the lookup HMAC), so each id has its own public number, a JSON
-    /// integer every client reads exactly, and the numbers tell nothing of how many rows
-    /// other accounts made. `domain` keeps the permutations of two kinds of id apart.
-    pub fn public_id(&self, domain: &str, id: i64) -> i64 {
+    /// ledger entry's): `2^52` plus a keyed permutation of the id in `0..2^52` (an
+    /// eight-round Feistel network whose round function is HMAC under a subkey of its own).
+    /// So each id has its own public number, a JSON integer below `2^53` that every client
+    /// reads exactly and that never equals a row id (`< 2^52`) shown before public ids; and
+    /// the numbers tell nothing of how many rows other accounts made. `domain` keeps the
+    /// permutations of two kinds of id apart. `None` for an id outside `0..2^52` (no table
+    /// grows that far).
+    pub fn public_id(&self, domain: &str, id: i64) -> Option<i64> {
         const HALF_BITS: u32 = PUBLIC_ID_BITS / 2;
         const MASK: u64 = (1 << HALF_BITS) - 1;
-        let id = (id as u64) & ((1 << PUBLIC_ID_BITS) - 1);
+        let id = u64::try_from(id)
+            .ok()
+            .filter(|id| id >> PUBLIC_ID_BITS == 0)?;
         let (mut left, mut right) = (id >> HALF_BITS, id & MASK);
-        for round in 0u8..4 {
-            let mut mac = self.lookup.clone();
-            // A label holding `|`, which no normalised promo code has.
-            mac.update(b"public id|");
+        for round in 0u8..8 {
+            let mut mac = self.ids.clone();
+            mac.update(&(domain.len() as u64).to_be_bytes());
             mac.update(domain.as_bytes());
-            mac.update(&[b'|', round]);
+            mac.update(&[round]);
             mac.update(&right.to_be_bytes());
             let digest = mac.finalize().into_bytes();
             let f = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes")) & MASK;
             (left, right) = (right, left ^ f);
         }
-        ((left << HALF_BITS) | right) as i64
+        i64::try_from((1 << PUBLIC_ID_BITS) | (left << HALF_BITS) | right).ok()
     }
 
     /// Decrypts what [`seal`](Self::seal) produced for the same `context`.
@@ -360,20 +379,27 @@ mod tests {
     #[test]
     fn public_ids_are_distinct_below_2_to_the_53_and_keyed() {
         let key = MasterKey::generate();
-        let ids: std::collections::HashSet<i64> =
-            (1..=20_000).map(|id| key.public_id("ledger", id)).collect();
-        assert_eq!(
-            ids.len(),
-            20_000,
-            "a permutation: no two ids share a public id"
-        );
-        assert!(ids.iter().all(|id| (0..1 << PUBLIC_ID_BITS).contains(id)));
+        let public = |id| key.public_id("ledger", id).unwrap();
+        let ids: std::collections::HashSet<i64> = (1..=20_000).map(public).collect();
+        assert_eq!(ids.len(), 20_000, "a permutation: no two ids share one");
+        // Below 2^53, and never a row id (which stay below 2^52).
+        let range = 1 << PUBLIC_ID_BITS..1 << (PUBLIC_ID_BITS + 1);
+        assert!(ids.iter().all(|id| range.contains(id)));
+        assert!(range.contains(&public(0)));
+        assert!(range.contains(&public((1 << PUBLIC_ID_BITS) - 1)));
         // Consecutive ids are not consecutive, nor ordered, in public.
-        let (a, b) = (key.public_id("ledger", 41), key.public_id("ledger", 42));
-        assert!(b - a != 1 && a != 41);
-        assert_eq!(key.public_id("ledger", 42), b, "stable");
-        assert_ne!(MasterKey::generate().public_id("ledger", 42), b, "keyed");
-        assert_ne!(key.public_id("other", 42), b, "per domain");
+        let (a, b) = (public(41), public(42));
+        assert!(b - a != 1);
+        assert_eq!(public(42), b, "stable");
+        assert_ne!(
+            MasterKey::generate().public_id("ledger", 42),
+            Some(b),
+            "keyed"
+        );
+        assert_ne!(key.public_id("other", 42), Some(b), "per domain");
+        // Outside the domain: no public id, never one shared with another id.
+        assert_eq!(key.public_id("ledger", 1 << PUBLIC_ID_BITS), None);
+        assert_eq!(key.public_id("ledger", -1), None);
     }
 
     #[test]

@@ -384,14 +384,20 @@ pub async fn ledger(
         .map_or(after, |row| vec![row.commit_xact, row.entry.entry_id]);
     // An entry's id is numbered across every account: the reseller sees its public form.
     let key = store.master_key()?;
-    Ok(LedgerPage {
-        entries: rows
-            .into_iter()
-            .map(|row| LedgerEntryRecord {
-                entry_id: key.public_id(LEDGER_ENTRY_IDS, row.entry.entry_id),
+    let entries = rows
+        .into_iter()
+        .map(|row| {
+            let entry_id = key
+                .public_id(LEDGER_ENTRY_IDS, row.entry.entry_id)
+                .ok_or_else(|| Error::Internal("a ledger entry id past 2^52".to_owned()))?;
+            Ok(LedgerEntryRecord {
+                entry_id,
                 ..row.entry
             })
-            .collect(),
+        })
+        .collect::<Result<_>>()?;
+    Ok(LedgerPage {
+        entries,
         next_cursor: cursor::encode(store, account_id, List::Ledger, &sealed, &position)?,
         has_more,
     })

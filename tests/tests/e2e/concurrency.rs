@@ -241,14 +241,22 @@ async fn a_group_of_waiting_licenses_answers_each_request(db: Db) {
     bodies.push(license("pro", "alice", "group-earlier-1"));
     bodies.push(license("pro", "bob", "group-earlier-2"));
     let count = bodies.len();
-    let answers: Vec<_> = bodies
-        .iter()
-        .cloned()
-        .map(|body| tokio::spawn(send(body)))
-        .collect();
-    // The first arrivals hold the group's first transaction, blocked (a replay or a refusal
-    // may finish first: it needs no lock); the others queue behind it.
+    // The first request holds the group's first transaction, blocked on the lock; only then
+    // are the others sent, so that they queue behind it (sent together, all of them could
+    // join that first group, and none would wait).
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut answers = vec![tokio::spawn(send(bodies[0].clone()))];
+    while app.store.license_group_stats().1 == 0 {
+        assert!(Instant::now() < deadline, "the first request never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    answers.extend(
+        bodies[1..]
+            .iter()
+            .cloned()
+            .map(|body| tokio::spawn(send(body))),
+    );
+    // A replay or a refusal may finish first: it needs no lock; the others queue.
     let (queued, transactions_at_release) = loop {
         let (waiting, running, transactions) = app.store.license_group_stats();
         let finished = answers.iter().filter(|a| a.is_finished()).count();

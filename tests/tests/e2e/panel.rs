@@ -993,6 +993,25 @@ async fn roll_shows_the_new_secret_once_and_the_old_key_expires(db: Db) {
         "{row}"
     );
 
+    // A roll of the expired key (a stale page): refused above the list, its row has no form.
+    let stale = post(
+        &app,
+        &format!("/panel/api-keys/{old_id}/roll"),
+        &cookie,
+        &[("csrf", &csrf(&later)), ("expires_in", "3600")],
+    )
+    .await;
+    assert_eq!(stale.status, 404);
+    let row = between(&stale.body, &format!("data-key-id=\"{old_id}\""), "</tr>").unwrap();
+    assert!(!row.contains("role=\"alert\""), "{row}");
+    assert!(
+        stale.body.contains(
+            "<p class=\"error\" role=\"alert\" id=\"key-error\">That key does not exist or is no longer active.</p>"
+        ),
+        "{}",
+        stale.body
+    );
+
     // Rolled "now", the replaced key is said to work no more; a created key replaces none.
     let new_id = between(&rolled.body, "<code id=\"new-key-id\">", "</code>").unwrap();
     let now = post(

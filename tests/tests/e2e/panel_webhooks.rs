@@ -157,19 +157,30 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
     receiver.respond_with(500);
     let tested = post(&app, &test_path, &cookie, &[("csrf", token.as_str())]).await;
     assert_eq!(tested.status, 303);
-    let failed = eventually("the failed first attempt on the page", || async {
-        let page = get(&app, "/panel/webhooks", &cookie).await;
-        let table = between(&page.body, "<table id=\"webhook-deliveries\">", "</table>")?;
-        let first = |row: &&str| {
-            row.contains("failed (HTTP 500)") && row.contains("<td class=\"num\">1</td>")
-        };
-        table.split("<tr>").find(first).map(str::to_owned)
-    })
-    .await;
+    let attempt_row = |n: u8| {
+        let app = &app;
+        let cookie = &cookie;
+        async move {
+            let page = get(app, "/panel/webhooks", cookie).await;
+            let table = between(&page.body, "<table id=\"webhook-deliveries\">", "</table>")?;
+            let nth = format!("<td class=\"num\">{n}</td>");
+            let row = |row: &&str| row.contains("failed (HTTP 500)") && row.contains(&nth);
+            table.split("<tr>").find(row).map(str::to_owned)
+        }
+    };
+    eventually("the failed first attempt on the page", || attempt_row(1)).await;
+    // While its retry is due (the clock set back a minute: still to come, whenever it runs).
+    app.store.clock().advance(-60);
+    let failed = attempt_row(1).await.unwrap();
+    app.store.clock().advance(60);
     assert!(
         failed.contains("failed (HTTP 500); next attempt <time datetime=\""),
         "{failed}"
     );
+    // Once the retries are made (one after each delay: three attempts), it says so no more.
+    eventually("the last attempt on the page", || attempt_row(3)).await;
+    let first = attempt_row(1).await.unwrap();
+    assert!(!first.contains("next attempt"), "{first}");
 
     // An unknown endpoint: 404 on the page, nothing queued.
     let events_before = events(&app).await;

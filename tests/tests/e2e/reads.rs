@@ -16,6 +16,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 both_databases!(
+    a_cursor_signed_by_an_earlier_release_is_still_read,
     license_pages_never_repeat_or_skip_under_concurrent_inserts,
     license_filters_and_one_license,
     promo_batches_show_counts_and_never_a_code,
@@ -604,6 +605,73 @@ async fn resellers_see_only_their_own_records(db: Db) {
         "a JSON integer every client reads exactly"
     );
     let _ = batch_id;
+}
+
+/// A cursor handed out before cursors were encrypted (the position in clear, signed) is
+/// still read, so that a reader keeps its place across the upgrade; altered, it is refused.
+async fn a_cursor_signed_by_an_earlier_release_is_still_read(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = setup(&app, 10).await;
+    let client = partner(&app, &r);
+    for login in ["alice", "bob", "alice"] {
+        client.issue_license("pro", login, None).await.unwrap();
+    }
+    let first = client
+        .list_licenses(&LicenseQuery {
+            limit: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // The earlier release's cursor after the newest license: `lic.<row id>.` and 20 hex
+    // characters of the lookup HMAC over the account, the position and the (empty) filters.
+    let account_id = app
+        .count_rows(&format!(
+            "SELECT id FROM accounts WHERE client_id = '{}'",
+            r.client_id
+        ))
+        .await;
+    let row_id = app.count_rows("SELECT MAX(id) FROM licenses").await;
+    let payload = format!("lic.{row_id}");
+    let mac = partner_billing::crypto::MasterKey::from_file_contents(&app.master_key())
+        .unwrap()
+        .code_hash(&format!("cursor|{account_id}|{payload}|0:0:"));
+    let signed = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{payload}.{}", &mac[..20]))
+    };
+    let by_new = get(
+        &app,
+        &r,
+        &format!(
+            "/v1/billing/partner/licenses?limit=2&cursor={}",
+            first.next_cursor.unwrap()
+        ),
+    )
+    .await;
+    let by_old = get(
+        &app,
+        &r,
+        &format!("/v1/billing/partner/licenses?limit=2&cursor={signed}"),
+    )
+    .await;
+    assert_eq!(by_old.0, 200, "{}", by_old.1);
+    assert_eq!(by_old.1["licenses"], by_new.1["licenses"]);
+    assert_eq!(by_old.1["licenses"].as_array().map(Vec::len), Some(2));
+    // Altered, or under another filter, it is refused as before.
+    let mut altered = signed.clone().into_bytes();
+    altered[3] = if altered[3] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    for path in [
+        format!("/v1/billing/partner/licenses?cursor={altered}"),
+        format!("/v1/billing/partner/licenses?login=alice&cursor={signed}"),
+    ] {
+        assert_invalid(
+            "an altered signed cursor",
+            &get(&app, &r, &path).await,
+            "cursor",
+        );
+    }
 }
 
 async fn malformed_parameters_are_refused_and_change_nothing(db: Db) {

@@ -868,6 +868,33 @@ async fn gone_disables_the_endpoint_and_redirects_are_not_followed(db: Db) {
         pending, 1,
         "only the disabled endpoint's test event, never leased"
     );
+
+    // An attempt in flight when its endpoint is deleted: its answer (a 500) does not bring
+    // the message back to pending; it stays settled.
+    let (held, _, third) = subscribe(&app, &r, &["webhook.test"]).await;
+    held.hold_answers();
+    held.respond_with(500);
+    panel
+        .test_webhook_endpoint(&third.webhook_endpoint_id)
+        .await
+        .unwrap();
+    held.wait_for(1).await;
+    panel
+        .delete_webhook_endpoint(&third.webhook_endpoint_id)
+        .await
+        .unwrap();
+    held.release_answers();
+    let attempts = format!(
+        "webhook_attempts WHERE endpoint_row_id = \
+         (SELECT id FROM webhook_endpoints WHERE endpoint_id = '{}')",
+        third.webhook_endpoint_id
+    );
+    eventually("the held attempt recorded", || async {
+        (rows(&app, &attempts).await == 1).then_some(())
+    })
+    .await;
+    let pending = rows(&app, "webhook_messages WHERE status = 'pending'").await;
+    assert_eq!(pending, 1, "the deleted endpoint's message stays settled");
 }
 
 async fn two_replicas_deliver_each_event_once(db: Db) {

@@ -97,8 +97,8 @@ enum Refused {
     Key(KeyError),
 }
 
-/// The grace period "Roll" offers first.
-const DEFAULT_GRACE_SECONDS: i64 = 86400;
+/// The grace period "Roll" offers first: the API's default.
+const DEFAULT_GRACE_SECONDS: i64 = partner_billing::limits::ROLL_GRACE_DEFAULT_SECONDS;
 
 /// The grace periods "Roll" offers the old key: now, 1 hour, 24 hours, 7 days.
 const GRACE_PERIODS: [(i64, &str); 4] = [

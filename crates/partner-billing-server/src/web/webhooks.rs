@@ -105,6 +105,7 @@ async fn render_page(
         Err(err) => return layout::failure_for(&who, err),
     };
     let mut deliveries = Vec::new();
+    let now = state.store.now_utc();
     for endpoint in &endpoints {
         let list = match webhooks::list_deliveries(
             &state.store,
@@ -124,7 +125,8 @@ async fn render_page(
             event_id: d.event_id,
             attempt: d.attempt,
             delivered: d.status_code.is_some_and(|c| (200..300).contains(&c)),
-            retry: Utc::optional(d.next_attempt_utc),
+            // Only while it is due: a past attempt's retry has been made (or dropped).
+            retry: Utc::optional(d.next_attempt_utc.filter(|next| *next > now)),
             outcome: match (d.status_code, d.error) {
                 (Some(code), _) => format!("HTTP {code}"),
                 (None, Some(error)) => error,

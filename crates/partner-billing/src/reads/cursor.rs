@@ -57,7 +57,8 @@ impl List {
     }
 }
 
-/// Hex characters of the digest kept in an operator's log cursor (80 bits).
+/// Hex characters of the digest kept in an operator's log cursor, and of the MAC of a cursor
+/// signed before cursors were encrypted (80 bits).
 const MAC_HEX_CHARS: usize = 20;
 
 /// What a page of a list was filtered by, in the list's own order of filters, `""` for one
@@ -72,6 +73,31 @@ fn binding(account_id: i64, list: List, filter: Filter<'_>) -> String {
         .map(|value| format!("{}:{value}", value.len()))
         .collect();
     format!("cursor|{account_id}|{}|{filter}", list.tag())
+}
+
+/// The position of a cursor handed out before cursors were encrypted: in clear, with an HMAC
+/// under the master key's lookup subkey over the account, the position and the filter. Still
+/// read (never written), so that a consumer of the ledger feed keeps its place across the
+/// upgrade; `None` when `bytes` is not such a cursor, or not this account's and filter's.
+fn signed_payload(
+    key: &crate::crypto::MasterKey,
+    account_id: i64,
+    filter: Filter<'_>,
+    bytes: &[u8],
+) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (payload, tag) = text.rsplit_once('.')?;
+    let filter: String = filter
+        .iter()
+        .map(|value| format!("{}:{value}", value.len()))
+        .collect();
+    let mut expected = key.code_hash(&format!("cursor|{account_id}|{payload}|{filter}"));
+    expected.truncate(MAC_HEX_CHARS);
+    bool::from(subtle::ConstantTimeEq::ct_eq(
+        tag.as_bytes(),
+        expected.as_bytes(),
+    ))
+    .then(|| payload.to_owned())
 }
 
 /// The operator's log cursor's digest of `payload` and its binding.
@@ -129,11 +155,11 @@ pub(crate) fn decode(
         .map_err(|_| unreadable())?;
     let binding = binding(account_id, list, filter);
     let payload = if list.keyed() {
-        let opened = store
-            .master_key()?
-            .open(&bytes, binding.as_bytes())
-            .map_err(|_| unreadable())?;
-        String::from_utf8(opened).map_err(|_| unreadable())?
+        let key = store.master_key()?;
+        match key.open(&bytes, binding.as_bytes()) {
+            Ok(opened) => String::from_utf8(opened).map_err(|_| unreadable())?,
+            Err(_) => signed_payload(key, account_id, filter, &bytes).ok_or_else(unreadable)?,
+        }
     } else {
         let text = String::from_utf8(bytes).map_err(|_| unreadable())?;
         let (payload, tag) = text.rsplit_once('.').ok_or_else(unreadable)?;

@@ -172,9 +172,11 @@ pub async fn record_attempts(store: &Store, attempts: &[(&DueMessage, &Attempt)]
         .bind(next_attempt_utc)
         .execute(&mut *tx)
         .await?;
+        // Only a message still pending: one whose endpoint was deleted or disabled while
+        // this attempt was in flight was settled as failed then (`drop_pending`), and stays so.
         sqlx::query(
             "UPDATE webhook_messages SET status = $1, attempts = $2, next_attempt_utc = $3, lease_until_utc = NULL \
-             WHERE id = $4",
+             WHERE id = $4 AND status = 'pending'",
         )
         .bind(status)
         .bind(message.attempt)
