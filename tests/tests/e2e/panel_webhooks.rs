@@ -182,6 +182,23 @@ async fn webhook_endpoint_life_cycle_with_the_secret_shown_once(db: Db) {
     let first = attempt_row(1).await.unwrap();
     assert!(!first.contains("next attempt"), "{first}");
 
+    // Disabled by a `410 Gone`: no "Send test event" (nothing would be sent); the row says why.
+    receiver.respond_with(410);
+    let tested = post(&app, &test_path, &cookie, &[("csrf", token.as_str())]).await;
+    assert_eq!(tested.status, 303);
+    let row = eventually("the endpoint disabled", || async {
+        let page = get(&app, "/panel/webhooks", &cookie).await;
+        let row = between(
+            &page.body,
+            &format!("data-endpoint-id=\"{endpoint_id}\""),
+            "</tr>",
+        )?;
+        row.contains("<td>disabled</td>").then(|| row.to_owned())
+    })
+    .await;
+    assert!(!row.contains("Send test event"), "{row}");
+    assert!(row.contains("delete it and add it again"), "{row}");
+
     // An unknown endpoint: 404 on the page, nothing queued.
     let events_before = events(&app).await;
     let unknown = post(
