@@ -205,12 +205,23 @@ impl MasterKey {
     /// Encrypts with XChaCha20-Poly1305 under a random nonce; `context` is bound as associated
     /// data. Output: nonce ‖ ciphertext.
     pub fn seal(&self, plaintext: &[u8], context: &[u8]) -> Result<Vec<u8>, SealError> {
-        let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
         let mut nonce = [0u8; 24];
         OsRng.try_fill_bytes(&mut nonce).map_err(|_| SealError)?;
+        self.seal_under(&nonce, plaintext, context)
+    }
+
+    /// nonce ‖ the XChaCha20-Poly1305 encryption of `plaintext` under `nonce`, with `context`
+    /// as associated data.
+    fn seal_under(
+        &self,
+        nonce: &[u8],
+        plaintext: &[u8],
+        context: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
         let ciphertext = cipher
             .encrypt(
-                XNonce::from_slice(&nonce),
+                XNonce::from_slice(nonce),
                 Payload {
                     msg: plaintext,
                     aad: context,
@@ -231,26 +242,13 @@ impl MasterKey {
         plaintext: &[u8],
         context: &[u8],
     ) -> Result<Vec<u8>, SealError> {
-        let cipher = XChaCha20Poly1305::new_from_slice(&self.sealing).map_err(|_| SealError)?;
         let mut mac = self.nonces.clone();
         // The context length-prefixed, so no two (context, plaintext) pairs read as one text.
         mac.update(&(context.len() as u64).to_be_bytes());
         mac.update(context);
         mac.update(plaintext);
         let digest = mac.finalize().into_bytes();
-        let nonce = XNonce::from_slice(&digest[..24]);
-        let ciphertext = cipher
-            .encrypt(
-                nonce,
-                Payload {
-                    msg: plaintext,
-                    aad: context,
-                },
-            )
-            .map_err(|_| SealError)?;
-        let mut sealed = nonce.to_vec();
-        sealed.extend_from_slice(&ciphertext);
-        Ok(sealed)
+        self.seal_under(&digest[..24], plaintext, context)
     }
 
     /// The public form of an internal row id, for ids numbered across every account (a
