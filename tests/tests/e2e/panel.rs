@@ -20,7 +20,8 @@ both_databases!(
     settings_password_change_ends_other_sessions,
     roll_shows_the_new_secret_once_and_the_old_key_expires,
     a_new_secret_opens_on_its_page_in_its_session_within_its_minute,
-    the_overview_shows_units_spent_per_day_and_product
+    the_overview_shows_units_spent_per_day_and_product,
+    a_revoke_or_void_leads_back_to_the_page_it_came_from
 );
 
 /// A client that does not follow redirects, so that 303s can be checked.
@@ -1283,4 +1284,114 @@ async fn the_overview_shows_units_spent_per_day_and_product(db: Db) {
         );
     }
     app.stop().await;
+}
+
+/// "Revoke" on a later page of the licenses, and "Void" on a later page of the batches, lead
+/// back to that page (its cursor carried through the confirmation), "Cancel" too; a cursor
+/// that could change the address is not carried.
+async fn a_revoke_or_void_leads_back_to_the_page_it_came_from(db: Db) {
+    let app = TestApp::spawn(&db).await;
+    let r = app.reseller().await;
+    app.plan_with_days("pro", Some(30)).await;
+    app.user("alice").await;
+    app.credit(&r, "pro", 200).await;
+    let client = sdk(&app, &r.client_id, &r.secret);
+    for _ in 0..101 {
+        client.issue_license("pro", "alice", None).await.unwrap();
+    }
+    for _ in 0..51 {
+        client.generate_promo_batch("pro", 1, None).await.unwrap();
+    }
+    let cookie = sign_in(&app, &r.client_id, &r.password).await;
+    // The second page of each list, by its "Older" link.
+    let licenses = get(&app, "/panel/licenses", &cookie).await;
+    let cursor = between(
+        &licenses.body,
+        "<a href=\"/panel/licenses?cursor=",
+        "\" rel=\"next\"",
+    )
+    .expect("an Older link")
+    .to_owned();
+    let second = get(&app, &format!("/panel/licenses?cursor={cursor}"), &cookie).await;
+    let carried = format!("<input type=\"hidden\" name=\"cursor\" value=\"{cursor}\">");
+    assert!(second.body.contains(&carried), "{}", second.body);
+    let license_id = between(&second.body, "<code id=\"license-", "\"")
+        .unwrap()
+        .to_owned();
+    let path = format!("/panel/licenses/{license_id}/revoke");
+    let token = csrf(&second);
+    let confirm = post(
+        &app,
+        &path,
+        &cookie,
+        &[("csrf", &token), ("cursor", &cursor)],
+    )
+    .await;
+    assert_eq!(confirm.status, 200);
+    assert!(confirm.body.contains(&carried), "{}", confirm.body);
+    let back = format!("/panel/licenses?cursor={cursor}");
+    assert!(
+        confirm
+            .body
+            .contains(&format!("<a href=\"{back}\">Cancel</a>"))
+    );
+    let done = post(
+        &app,
+        &path,
+        &cookie,
+        &[("csrf", &token), ("confirm", "yes"), ("cursor", &cursor)],
+    )
+    .await;
+    assert_eq!(done.headers[LOCATION], back.as_str());
+    let after = follow(&app, &done, &cookie).await;
+    assert!(after.body.contains("revoked"), "{}", after.body);
+
+    let batches = get(&app, "/panel/promo-batches", &cookie).await;
+    let cursor = between(
+        &batches.body,
+        "<a href=\"/panel/promo-batches?cursor=",
+        "\" rel=\"next\"",
+    )
+    .expect("an Older link")
+    .to_owned();
+    let second = get(
+        &app,
+        &format!("/panel/promo-batches?cursor={cursor}"),
+        &cookie,
+    )
+    .await;
+    let carried = format!("<input type=\"hidden\" name=\"cursor\" value=\"{cursor}\">");
+    assert!(second.body.contains(&carried), "{}", second.body);
+    let batch_id = between(&second.body, "<code id=\"batch-", "\"")
+        .unwrap()
+        .to_owned();
+    let path = format!("/panel/promo-batches/{batch_id}/void");
+    let confirm = get(&app, &format!("{path}?cursor={cursor}"), &cookie).await;
+    assert_eq!(confirm.status, 200);
+    let back = format!("/panel/promo-batches?cursor={cursor}");
+    assert!(confirm.body.contains(&carried), "{}", confirm.body);
+    assert!(
+        confirm
+            .body
+            .contains(&format!("<a href=\"{back}\">Cancel</a>"))
+    );
+    let done = post(
+        &app,
+        &path,
+        &cookie,
+        &[("csrf", &csrf(&confirm)), ("cursor", &cursor)],
+    )
+    .await;
+    assert_eq!(done.headers[LOCATION], back.as_str());
+
+    // A cursor that is no cursor is not carried: back to the first page (voiding again
+    // changes nothing).
+    let forged = post(
+        &app,
+        &path,
+        &cookie,
+        &[("csrf", &csrf(&confirm)), ("cursor", "x&login=y")],
+    )
+    .await;
+    assert_eq!(forged.headers[LOCATION], "/panel/promo-batches");
 }

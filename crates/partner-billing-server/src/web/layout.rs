@@ -102,6 +102,14 @@ pub fn page_cursor<'de, D: serde::Deserializer<'de>>(
     Ok(cursor.filter(|c| !c.is_empty()))
 }
 
+/// The list page a form came from, by its cursor, when the form carries one that could be a
+/// cursor (the list reads it, and refuses one it cannot); never text that would change the
+/// address it is put in.
+pub fn way_back(cursor: &str) -> Option<&str> {
+    let url_safe = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    (!cursor.is_empty() && cursor.len() <= 512 && cursor.bytes().all(url_safe)).then_some(cursor)
+}
+
 /// As [`failure`], for a signed-in reseller: with its "Sign out" button.
 pub fn failure_for(who: &SignedIn, err: partner_billing::Error) -> Response {
     let (status, title, message) = failure_text(err);

@@ -39,6 +39,8 @@ struct LicensesPage {
     licenses: Vec<LicenseRow>,
     /// What the last form did, once ("Revoke license").
     notice: Option<String>,
+    /// This page's own cursor (none on the first page): a "Revoke" leads back to it.
+    cursor: Option<String>,
     older: Option<String>,
     newer: Option<String>,
 }
@@ -125,6 +127,7 @@ async fn list_page(
                         ),
                         licenses: Vec::new(),
                         notice: None,
+                        cursor: None,
                         older: None,
                         newer: None,
                     },
@@ -165,6 +168,7 @@ async fn list_page(
             error: None,
             licenses,
             notice,
+            cursor: query.cursor.clone(),
             older: listed.older,
             newer: listed.newer,
         },
@@ -204,12 +208,14 @@ struct ConfirmRevokePage {
     license: RevokeTarget,
     /// The list's login filter, kept for the way back.
     filter: String,
+    /// The list's page, kept for the way back (empty: the first).
+    cursor: String,
 }
 
 impl ConfirmRevokePage {
-    /// "Cancel": the list as it was filtered.
+    /// "Cancel": the list's page as it was filtered.
     fn back(&self) -> String {
-        list_path(&self.filter, None)
+        list_path(&self.filter, layout::way_back(&self.cursor))
     }
 }
 
@@ -221,6 +227,9 @@ pub struct RevokeForm {
     /// The login filter of the list the button was on, if any: the way back leads to it.
     #[serde(default)]
     login: String,
+    /// The cursor of the list's page the button was on, if any: the way back leads to it.
+    #[serde(default)]
+    cursor: String,
 }
 
 /// `POST /panel/licenses/{licenseId}/revoke`: from the list's "Revoke" button, the
@@ -234,7 +243,7 @@ pub async fn revoke(
     Path(license_id): Path<String>,
 ) -> Response {
     let account_id = who.account.account_id;
-    let back = list_path(&form.login, None);
+    let back = list_path(&form.login, layout::way_back(&form.cursor));
     if form.confirm != "yes" {
         return match subscriptions::reseller_license(&state.store, account_id, &license_id).await {
             Ok(license) if license.revoked_utc.is_some() => layout::see_other(&back),
@@ -245,6 +254,7 @@ pub async fn revoke(
                     current: "licenses",
                     license: RevokeTarget::of(license, state.store.now_utc()),
                     filter: form.login,
+                    cursor: form.cursor,
                 },
             ),
             Err(Error::LicenseNotFound) => not_found(&who),

@@ -7,7 +7,6 @@ use poem::http::StatusCode;
 use poem::web::{Data, Path, Query};
 use poem::{Request, Response, handler};
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 use partner_billing::{Error, activity, reads, voids};
 
@@ -34,6 +33,8 @@ struct PromoBatchesPage {
     batches: Vec<BatchRow>,
     /// What the last form did, once ("Void batch").
     notice: Option<String>,
+    /// This page's own cursor (none on the first page): a "Void" leads back to it.
+    cursor: Option<String>,
     older: Option<String>,
     newer: Option<String>,
 }
@@ -47,12 +48,31 @@ struct ConfirmVoidPage {
     product_slug: String,
     codes: i64,
     redeemed: i64,
+    /// The list's page the button was on (empty: the first), for the way back.
+    cursor: String,
+    /// "Cancel": that page.
+    back: String,
 }
 
 #[derive(Deserialize)]
 pub struct BatchesQuery {
     #[serde(default, deserialize_with = "layout::page_cursor")]
     cursor: Option<String>,
+}
+
+/// The page of the list a "Void" button was on, carried through its confirmation.
+#[derive(Deserialize)]
+pub struct FromPage {
+    #[serde(default)]
+    cursor: String,
+}
+
+/// The list at the page whose cursor a form carried (the first page without one).
+fn list_at(cursor: &str) -> String {
+    match layout::way_back(cursor) {
+        Some(cursor) => format!("{}?cursor={cursor}", FlashPage::PromoBatches.path()),
+        None => FlashPage::PromoBatches.path().to_owned(),
+    }
 }
 
 /// `GET /panel/promo-batches`; after "Void batch", with its notice, once.
@@ -107,6 +127,7 @@ async fn list_page(
             current: "promo-batches",
             batches,
             notice,
+            cursor: query.cursor,
             older: listed.older,
             newer: listed.newer,
         },
@@ -128,11 +149,11 @@ pub async fn confirm_void(
     who: SignedIn,
     state: Data<&AppState>,
     Path(batch_id): Path<String>,
+    Query(from): Query<FromPage>,
 ) -> Response {
+    let back = list_at(&from.cursor);
     match reads::get_promo_batch(&state.store, who.account.account_id, &batch_id).await {
-        Ok(batch) if batch.voided_utc.is_some() => {
-            layout::see_other(FlashPage::PromoBatches.path())
-        }
+        Ok(batch) if batch.voided_utc.is_some() => layout::see_other(&back),
         Ok(batch) => layout::render(
             StatusCode::OK,
             &ConfirmVoidPage {
@@ -142,6 +163,10 @@ pub async fn confirm_void(
                 product_slug: batch.plan_slug,
                 codes: batch.count,
                 redeemed: batch.redeemed,
+                cursor: layout::way_back(&from.cursor)
+                    .unwrap_or_default()
+                    .to_owned(),
+                back,
             },
         ),
         Err(Error::PromoBatchNotFound) => not_found(&who),
@@ -154,7 +179,7 @@ pub async fn confirm_void(
 #[handler]
 pub async fn void(
     req: &Request,
-    SignedInForm { who, .. }: SignedInForm<IgnoredAny>,
+    SignedInForm { who, form }: SignedInForm<FromPage>,
     state: Data<&AppState>,
     Path(batch_id): Path<String>,
 ) -> Response {
@@ -166,7 +191,7 @@ pub async fn void(
             let done = Flash::BatchVoided {
                 batch_id: voided.batch_id,
             };
-            flash::see_other(req, &state, &who, done).await
+            flash::see_other_to(req, &state, &who, done, &list_at(&form.cursor)).await
         }
         Err(Error::PromoBatchNotFound) => not_found(&who),
         Err(err) => layout::failure_for(&who, err),
