@@ -65,39 +65,47 @@ const MAC_HEX_CHARS: usize = 20;
 /// not set (every filter value is non-empty text): sealed into its cursors, never written out.
 pub(crate) type Filter<'a> = &'a [&'a str];
 
-/// What a cursor is bound to: the account, the list and its filter, each filter value
-/// length-prefixed so that no two filters read as one text.
-fn binding(account_id: i64, list: List, filter: Filter<'_>) -> String {
-    let filter: String = filter
+/// A filter as one text: each value length-prefixed, so that no two filters read as one.
+fn filter_text(filter: Filter<'_>) -> String {
+    filter
         .iter()
         .map(|value| format!("{}:{value}", value.len()))
-        .collect();
-    format!("cursor|{account_id}|{}|{filter}", list.tag())
+        .collect()
 }
 
-/// The position of a cursor handed out before cursors were encrypted: in clear, with an HMAC
-/// under the master key's lookup subkey over the account, the position and the filter. Still
-/// read (never written), so that a consumer of the ledger feed keeps its place across the
-/// upgrade; `None` when `bytes` is not such a cursor, or not this account's and filter's.
-fn signed_payload(
-    key: &crate::crypto::MasterKey,
-    account_id: i64,
-    filter: Filter<'_>,
-    bytes: &[u8],
-) -> Option<String> {
+/// What a cursor is bound to: the account, the list and its filter.
+fn binding(account_id: i64, list: List, filter: Filter<'_>) -> String {
+    format!("cursor|{account_id}|{}|{}", list.tag(), filter_text(filter))
+}
+
+/// The position of a cursor that carries it in clear, `payload.tag`, when its tag is the one
+/// `expected` computes for that payload (compared in constant time).
+fn clear_payload(bytes: &[u8], expected: impl Fn(&str) -> String) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
     let (payload, tag) = text.rsplit_once('.')?;
-    let filter: String = filter
-        .iter()
-        .map(|value| format!("{}:{value}", value.len()))
-        .collect();
-    let mut expected = key.code_hash(&format!("cursor|{account_id}|{payload}|{filter}"));
+    let mut expected = expected(payload);
     expected.truncate(MAC_HEX_CHARS);
     bool::from(subtle::ConstantTimeEq::ct_eq(
         tag.as_bytes(),
         expected.as_bytes(),
     ))
     .then(|| payload.to_owned())
+}
+
+/// The tag of a cursor handed out before cursors were encrypted: an HMAC under the master
+/// key's lookup subkey over the account, the position and the filter. Such cursors are still
+/// read (never written), so that a consumer of the ledger feed keeps its place across the
+/// upgrade.
+fn signed_tag(
+    key: &crate::crypto::MasterKey,
+    account_id: i64,
+    filter: Filter<'_>,
+    payload: &str,
+) -> String {
+    key.code_hash(&format!(
+        "cursor|{account_id}|{payload}|{}",
+        filter_text(filter)
+    ))
 }
 
 /// The operator's log cursor's digest of `payload` and its binding.
@@ -158,19 +166,13 @@ pub(crate) fn decode(
         let key = store.master_key()?;
         match key.open(&bytes, binding.as_bytes()) {
             Ok(opened) => String::from_utf8(opened).map_err(|_| unreadable())?,
-            Err(_) => signed_payload(key, account_id, filter, &bytes).ok_or_else(unreadable)?,
+            Err(_) => clear_payload(&bytes, |payload| {
+                signed_tag(key, account_id, filter, payload)
+            })
+            .ok_or_else(unreadable)?,
         }
     } else {
-        let text = String::from_utf8(bytes).map_err(|_| unreadable())?;
-        let (payload, tag) = text.rsplit_once('.').ok_or_else(unreadable)?;
-        let expected = digest(&binding, payload);
-        if !bool::from(subtle::ConstantTimeEq::ct_eq(
-            tag.as_bytes(),
-            expected.as_bytes(),
-        )) {
-            return Err(unreadable());
-        }
-        payload.to_owned()
+        clear_payload(&bytes, |payload| digest(&binding, payload)).ok_or_else(unreadable)?
     };
     let mut parts = payload.split('.');
     if parts.next() != Some(list.tag()) {
