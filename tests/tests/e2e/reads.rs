@@ -672,6 +672,14 @@ async fn a_cursor_signed_by_an_earlier_release_is_still_read(db: Db) {
             "cursor",
         );
     }
+    // Nor does another account read it: the account is under its MAC.
+    let other = app.reseller().await;
+    let foreign = format!("/v1/billing/partner/licenses?cursor={signed}");
+    assert_invalid(
+        "another account's signed cursor",
+        &get(&app, &other, &foreign).await,
+        "cursor",
+    );
 }
 
 async fn malformed_parameters_are_refused_and_change_nothing(db: Db) {
