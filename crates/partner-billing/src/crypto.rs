@@ -73,30 +73,24 @@ pub const PUBLIC_ID_BITS: u32 = 52;
 pub struct SealError;
 
 fn derive(master: &[u8; 32], label: &[u8]) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(master).expect("HMAC takes any key length");
+    let mut mac = hmac_keyed(master);
     mac.update(label);
     mac.finalize().into_bytes().into()
 }
 
+/// HMAC-SHA256 keyed with `key`, ready to clone per use (saves the key schedule each time).
+fn hmac_keyed(key: &[u8]) -> Hmac<Sha256> {
+    <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length")
+}
+
 impl MasterKey {
     fn from_master(master: [u8; 32]) -> Self {
+        let subkey = |label: &[u8]| hmac_keyed(&derive(&master, label));
         Self {
-            lookup: <Hmac<Sha256> as Mac>::new_from_slice(&derive(
-                &master,
-                b"partner-billing promo-code lookup v1",
-            ))
-            .expect("HMAC takes any key length"),
+            lookup: subkey(b"partner-billing promo-code lookup v1"),
             sealing: derive(&master, b"partner-billing recovery payload v1"),
-            nonces: <Hmac<Sha256> as Mac>::new_from_slice(&derive(
-                &master,
-                b"partner-billing synthetic nonce v1",
-            ))
-            .expect("HMAC takes any key length"),
-            ids: <Hmac<Sha256> as Mac>::new_from_slice(&derive(
-                &master,
-                b"partner-billing public ids v1",
-            ))
-            .expect("HMAC takes any key length"),
+            nonces: subkey(b"partner-billing synthetic nonce v1"),
+            ids: subkey(b"partner-billing public ids v1"),
             fingerprint: hex::encode(derive(&master, b"partner-billing master key check")),
         }
     }
