@@ -254,7 +254,9 @@ pub async fn revoke(
                     current: "licenses",
                     license: RevokeTarget::of(license, state.store.now_utc()),
                     filter: form.login,
-                    cursor: form.cursor,
+                    cursor: layout::way_back(&form.cursor)
+                        .unwrap_or_default()
+                        .to_owned(),
                 },
             ),
             Err(Error::LicenseNotFound) => not_found(&who),

@@ -50,8 +50,13 @@ struct ConfirmVoidPage {
     redeemed: i64,
     /// The list's page the button was on (empty: the first), for the way back.
     cursor: String,
-    /// "Cancel": that page.
-    back: String,
+}
+
+impl ConfirmVoidPage {
+    /// "Cancel": the list's page the button was on.
+    fn back(&self) -> String {
+        list_at(&self.cursor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -151,9 +156,8 @@ pub async fn confirm_void(
     Path(batch_id): Path<String>,
     Query(from): Query<FromPage>,
 ) -> Response {
-    let back = list_at(&from.cursor);
     match reads::get_promo_batch(&state.store, who.account.account_id, &batch_id).await {
-        Ok(batch) if batch.voided_utc.is_some() => layout::see_other(&back),
+        Ok(batch) if batch.voided_utc.is_some() => layout::see_other(&list_at(&from.cursor)),
         Ok(batch) => layout::render(
             StatusCode::OK,
             &ConfirmVoidPage {
@@ -166,7 +170,6 @@ pub async fn confirm_void(
                 cursor: layout::way_back(&from.cursor)
                     .unwrap_or_default()
                     .to_owned(),
-                back,
             },
         ),
         Err(Error::PromoBatchNotFound) => not_found(&who),
