@@ -124,7 +124,13 @@ pub fn failure(err: partner_billing::Error) -> Response {
 
 fn failure_text(err: partner_billing::Error) -> (StatusCode, &'static str, &'static str) {
     let status = ApiError::from(err).into_response().status();
-    let (title, message) = match status {
+    let (title, message) = status_text(status);
+    (status, title, message)
+}
+
+/// The title and message of a failure page with `status`.
+pub fn status_text(status: StatusCode) -> (&'static str, &'static str) {
+    match status {
         StatusCode::SERVICE_UNAVAILABLE => (
             "Not available",
             "The service is briefly unavailable. Try again in a moment.",
@@ -139,8 +145,7 @@ fn failure_text(err: partner_billing::Error) -> (StatusCode, &'static str, &'sta
             "Not available",
             "Something went wrong on our side. Try again; if it persists, contact support.",
         ),
-    };
-    (status, title, message)
+    }
 }
 
 /// A Unix time as the panel shows it: `2026-11-23 06:00 UTC`, with the machine-readable form

@@ -192,11 +192,8 @@ fn own_page(response: Response) -> Response {
         return response;
     }
     if status.is_server_error() {
-        return layout::message_page(
-            status,
-            "Not available",
-            "Something went wrong on our side. Try again; if it persists, contact support.",
-        );
+        let (title, message) = layout::status_text(status);
+        return layout::message_page(status, title, message);
     }
     layout::message_page(
         status,
