@@ -115,13 +115,19 @@ pub(crate) fn write_failure(
 ) -> anyhow::Error {
     let text = err.to_string();
     let text = text.trim_end_matches('.');
-    if err.is_definite() && text.contains("nothing was charged") {
+    if err.is_definite() && says_nothing_was_charged(text) {
         anyhow!("{text} (idempotency key {key})")
     } else if err.is_definite() {
         anyhow!("{text} (nothing was charged; idempotency key {key})")
     } else {
         anyhow!("{text}; the outcome is unknown: retry with --idempotency-key {key}")
     }
+}
+
+/// Whether the service's own message already says that nothing was charged (as a refused
+/// perpetual license's and a failed generation's do), so the line does not say it twice.
+pub(crate) fn says_nothing_was_charged(text: &str) -> bool {
+    text.to_ascii_lowercase().contains("nothing was charged")
 }
 
 /// A license as the reseller sees it, one `name: value` line per member.

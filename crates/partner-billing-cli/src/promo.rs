@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::args::{self, Remote, usage};
 use crate::output::{Output, fields, utc};
-use crate::partner::{ClientIdOpt, client, write_failure};
+use crate::partner::{ClientIdOpt, client, says_nothing_was_charged, write_failure};
 
 /// The header row of the `--out` CSV file.
 const CSV_HEADER: [&str; 4] = ["code", "batch_id", "order_public_id", "plan_slug"];
@@ -154,7 +154,11 @@ fn promo_failure(err: &SdkError, key: &IdempotencyKey) -> anyhow::Error {
         SdkError::PromoGenerationFailed { .. } => {
             let text = err.to_string();
             let text = text.trim_end_matches('.');
-            anyhow!("{text} (nothing was charged; retry with --idempotency-key {key})")
+            if says_nothing_was_charged(text) {
+                anyhow!("{text} (retry with --idempotency-key {key})")
+            } else {
+                anyhow!("{text} (nothing was charged; retry with --idempotency-key {key})")
+            }
         }
         SdkError::PromoCodesExpired { problem } => {
             let text = err.to_string();

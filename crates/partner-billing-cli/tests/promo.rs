@@ -389,6 +389,19 @@ async fn failures_print_the_key_and_leave_no_file() {
             problem(500, "Reseller.PromoGenerationFailed", json!({})),
             "(nothing was charged; retry with --idempotency-key campaign-0003)",
         ),
+        // The service's own words already say it: said once.
+        (
+            ResponseTemplate::new(500).set_body_raw(
+                json!({
+                    "type": "about:blank", "title": "t", "status": 500,
+                    "code": "Reseller.PromoGenerationFailed",
+                    "detail": "The codes could not be produced. Nothing was charged and nothing issued; retry with the same idempotency key.",
+                })
+                .to_string(),
+                "application/problem+json",
+            ),
+            "nothing issued; retry with the same idempotency key (retry with --idempotency-key campaign-0003)",
+        ),
         (
             problem(
                 410,
