@@ -167,53 +167,44 @@ impl Output {
         row: impl Fn(&T) -> Vec<String>,
     ) -> Result<()> {
         let mut to = Watched::new(to);
-        let emitted = self
-            .emit_stream_to(&mut to, head, field, headers, items, row)
-            .await;
-        to.unless_closed(emitted)
-    }
-
-    async fn emit_stream_to<T: Serialize, E: std::error::Error + Send + Sync + 'static>(
-        &self,
-        to: &mut impl Write,
-        head: serde_json::Value,
-        field: &str,
-        headers: &[&str],
-        items: impl Stream<Item = Result<T, E>>,
-        row: impl Fn(&T) -> Vec<String>,
-    ) -> Result<()> {
         let mut items = std::pin::pin!(items);
-        if self.json {
-            let head = serde_json::to_string(&head).context("cannot encode the result as JSON")?;
-            let open = head
-                .strip_suffix('}')
-                .context("the head is not a JSON object")?;
-            let comma = if open == "{" { "" } else { "," };
-            write!(to, "{open}{comma}{}:[", serde_json::to_string(field)?)?;
-            let mut first = true;
-            while let Some(item) = items.try_next().await? {
-                if !first {
-                    to.write_all(b",")?;
+        let emitted: Result<()> = async {
+            let to = &mut to;
+            if self.json {
+                let head =
+                    serde_json::to_string(&head).context("cannot encode the result as JSON")?;
+                let open = head
+                    .strip_suffix('}')
+                    .context("the head is not a JSON object")?;
+                let comma = if open == "{" { "" } else { "," };
+                write!(to, "{open}{comma}{}:[", serde_json::to_string(field)?)?;
+                let mut first = true;
+                while let Some(item) = items.try_next().await? {
+                    if !first {
+                        to.write_all(b",")?;
+                    }
+                    first = false;
+                    serde_json::to_writer(&mut *to, &item)
+                        .context("cannot encode the result as JSON")?;
                 }
-                first = false;
-                serde_json::to_writer(&mut *to, &item)
-                    .context("cannot encode the result as JSON")?;
-            }
-            writeln!(to, "]}}")?;
-        } else {
-            let mut table = StreamedTable::new(headers);
-            while let Some(item) = items.try_next().await? {
-                table.chunk.push(row(&item));
-                if table.chunk.len() == STREAMED_TABLE_CHUNK {
-                    table.print_chunk(to)?;
+                writeln!(to, "]}}")?;
+            } else {
+                let mut table = StreamedTable::new(headers);
+                while let Some(item) = items.try_next().await? {
+                    table.chunk.push(row(&item));
+                    if table.chunk.len() == STREAMED_TABLE_CHUNK {
+                        table.print_chunk(to)?;
+                    }
+                }
+                table.print_chunk(to)?;
+                if !table.printed_header {
+                    writeln!(to, "(none)")?;
                 }
             }
-            table.print_chunk(to)?;
-            if !table.printed_header {
-                writeln!(to, "(none)")?;
-            }
+            to.flush().context("cannot write to stdout")
         }
-        to.flush().context("cannot write to stdout")
+        .await;
+        to.unless_closed(emitted)
     }
 }
 

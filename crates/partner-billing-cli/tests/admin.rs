@@ -494,17 +494,47 @@ fn output_into_a_closed_pipe_ends_quietly() {
     let dir = TempDir::new();
     let cli = Cli::new(&dir.path);
     cli.json(&["plan", "create", "--slug", "pro", "--name", "Pro"]);
-    let runs: [&[&str]; 4] = [
+    let created = cli.json_with_stdin(
+        &["reseller", "create", "--name", "Acme", "--password-stdin"],
+        "a long password 123\n",
+    );
+    let client_id = created["clientId"].as_str().unwrap();
+    let credit = [
+        "quota",
+        "credit",
+        "--client-id",
+        client_id,
+        "--plan",
+        "pro",
+        "--units",
+        "1",
+    ];
+    cli.json(&[&credit[..], &["--reason", "r"]].concat());
+    let db = cli.database_url.as_str();
+    let runs: [&[&str]; 6] = [
         &["completions", "bash"],
         &["man"],
-        &["admin", "--database-url", &cli.database_url, "plan", "list"],
+        &["admin", "--database-url", db, "plan", "list"],
+        &["admin", "--database-url", db, "--json", "plan", "list"],
+        // A list printed as it is read (streamed), in text and in JSON.
         &[
             "admin",
             "--database-url",
-            &cli.database_url,
+            db,
+            "quota",
+            "ledger",
+            "--client-id",
+            client_id,
+        ],
+        &[
+            "admin",
+            "--database-url",
+            db,
             "--json",
-            "plan",
-            "list",
+            "quota",
+            "ledger",
+            "--client-id",
+            client_id,
         ],
     ];
     for args in runs {
