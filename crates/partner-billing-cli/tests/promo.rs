@@ -64,6 +64,14 @@ fn problem(status: u16, code: &str, extra: Value) -> ResponseTemplate {
 
 /// Runs `partner-billing --base-url URL <args>` with only the credentials this test chooses.
 fn run(base_url: &str, args: &[&str], credentials: bool) -> Output {
+    command(base_url, args, credentials)
+        .output()
+        .expect("run partner-billing")
+}
+
+/// `partner-billing --base-url URL <args>`, ready to run, with only the credentials this test
+/// chooses.
+fn command(base_url: &str, args: &[&str], credentials: bool) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_partner-billing"));
     command.arg("--base-url").arg(base_url).args(args);
     for (name, _) in std::env::vars_os() {
@@ -76,7 +84,7 @@ fn run(base_url: &str, args: &[&str], credentials: bool) -> Output {
             .env("PARTNER_BILLING_CLIENT_ID", CLIENT_ID)
             .env("PARTNER_BILLING_SECRET", SECRET);
     }
-    command.output().expect("run partner-billing")
+    command
 }
 
 /// A listener that must never see a connection.
@@ -347,6 +355,35 @@ async fn without_out_codes_go_to_stdout_and_the_key_to_stderr() {
     assert!(stderr.contains(&key), "{stderr:?} lacks {key}");
     assert!(stderr.contains("5d1c7a90-batch"), "{stderr:?}");
     assert!(!stderr.contains("ABCD"), "{stderr:?}");
+}
+
+/// Codes sent to a stdout whose reader went away (`| head -1`) are not a quiet end: the batch
+/// is charged, so the one line says how to get the same codes again.
+#[tokio::test]
+async fn codes_into_a_closed_stdout_say_how_to_get_them_again() {
+    let server = service_answering(batch()).await;
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let args = [
+        "promo",
+        "generate",
+        "--plan",
+        "pro",
+        "--count",
+        "2",
+        "--idempotency-key",
+        "campaign-0009",
+    ];
+    let out = command(&server.uri(), &args, true)
+        .stdout(writer)
+        .output()
+        .expect("run partner-billing");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = assert_one_line_error(&out, "the batch was charged");
+    assert!(
+        stderr.contains("--idempotency-key campaign-0009"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
