@@ -287,6 +287,38 @@ async fn panel_in_a_real_browser(db: Db) {
         "the back button showed the secret again"
     );
     assert_eq!(browser.count("code#new-secret").await, 0);
+    // The same for a webhook endpoint's signing secret.
+    browser
+        .client
+        .goto(&app.url("/panel/webhooks"))
+        .await
+        .unwrap();
+    browser.fill("#url", "http://127.0.0.1:9/hook").await;
+    browser
+        .client
+        .find(Locator::Css("input[id='event-webhook.test']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .click("form[action='/panel/webhooks'] button[type=submit]")
+        .await;
+    let signing = browser.text("code#new-secret").await;
+    assert!(signing.starts_with("whsec_"), "{signing}");
+    browser.click("a[href='/panel/ledger']").await;
+    browser.client.back().await.unwrap();
+    assert_eq!(browser.path().await, "/panel/webhooks");
+    assert!(
+        !browser.source().await.contains(&signing),
+        "the back button showed the signing secret again"
+    );
+    browser
+        .client
+        .goto(&app.url("/panel/api-keys"))
+        .await
+        .unwrap();
 
     // Use it through the SDK; "Last used" fills in.
     let sdk = PartnerClient::new(&app.base_url, Credentials::new(&r.client_id, &secret))
