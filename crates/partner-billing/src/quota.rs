@@ -105,11 +105,12 @@ pub async fn ledger(
         entry: LedgerEntry,
     }
     let account_id = account_id_of(store, client_id).await?;
+    let mut snapshot = store.begin_snapshot_of_pages().await?;
     if let Some(plan) = plan {
-        // A plan that does not exist is a mistake to say, not an empty ledger.
-        crate::plans::find_plan(&mut *store.pool().acquire().await?, plan).await?;
+        // A plan that does not exist is a mistake to say, not an empty ledger (asked on the
+        // snapshot's connection: no second one from the pool).
+        crate::plans::find_plan(&mut snapshot, plan).await?;
     }
-    let snapshot = store.begin_snapshot_of_pages().await?;
     let backend = store.backend();
     let (sql, plan) = match plan {
         None => (&LEDGER_CHUNK_SQL, String::new()),
