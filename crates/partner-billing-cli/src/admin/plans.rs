@@ -23,13 +23,28 @@ pub enum PlanCommand {
         #[arg(long, value_name = "N")]
         name: String,
         /// Subscription length of a license in days; none for no end.
-        #[arg(long, value_name = "D", allow_negative_numbers = true, value_parser = args::in_range(1, PLAN_SETTING_MAX))]
+        #[arg(
+            long,
+            value_name = "D",
+            allow_negative_numbers = true,
+            value_parser = args::in_range(1, PLAN_SETTING_MAX)
+        )]
         duration_days: Option<i64>,
         /// How many redemptions each promo code allows (default 1).
-        #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = args::in_range(1, PLAN_SETTING_MAX))]
+        #[arg(
+            long,
+            value_name = "R",
+            allow_negative_numbers = true,
+            value_parser = args::in_range(1, PLAN_SETTING_MAX)
+        )]
         redemptions_per_code: Option<i64>,
         /// How long promo codes stay valid after generation (default 365).
-        #[arg(long, value_name = "V", allow_negative_numbers = true, value_parser = args::in_range(1, PLAN_SETTING_MAX))]
+        #[arg(
+            long,
+            value_name = "V",
+            allow_negative_numbers = true,
+            value_parser = args::in_range(1, PLAN_SETTING_MAX)
+        )]
         code_validity_days: Option<i64>,
     },
     /// Lists the plans.
