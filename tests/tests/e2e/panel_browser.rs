@@ -165,6 +165,19 @@ impl Browser {
         );
     }
 
+    /// From the page at `path` that shows `secret`, to another page and "Back": `path` again,
+    /// without the secret, in the page or in `code#new-secret`.
+    async fn back_after_another_page_shows_no(&self, path: &str, secret: &str) {
+        self.click("a[href='/panel/ledger']").await;
+        self.client.back().await.unwrap();
+        assert_eq!(self.path().await, path);
+        assert!(
+            !self.source().await.contains(secret),
+            "{path}: the back button showed the secret again"
+        );
+        assert_eq!(self.count("code#new-secret").await, 0, "{path}");
+    }
+
     async fn path(&self) -> String {
         self.client.current_url().await.unwrap().path().to_owned()
     }
@@ -279,14 +292,9 @@ async fn panel_in_a_real_browser(db: Db) {
         .await;
     let second = browser.text("code#new-secret").await;
     assert!(second.starts_with("rss_"), "{second}");
-    browser.click("a[href='/panel/ledger']").await;
-    browser.client.back().await.unwrap();
-    assert_eq!(browser.path().await, "/panel/api-keys");
-    assert!(
-        !browser.source().await.contains(&second),
-        "the back button showed the secret again"
-    );
-    assert_eq!(browser.count("code#new-secret").await, 0);
+    browser
+        .back_after_another_page_shows_no("/panel/api-keys", &second)
+        .await;
     // The same for a webhook endpoint's signing secret.
     browser
         .client
@@ -307,13 +315,9 @@ async fn panel_in_a_real_browser(db: Db) {
         .await;
     let signing = browser.text("code#new-secret").await;
     assert!(signing.starts_with("whsec_"), "{signing}");
-    browser.click("a[href='/panel/ledger']").await;
-    browser.client.back().await.unwrap();
-    assert_eq!(browser.path().await, "/panel/webhooks");
-    assert!(
-        !browser.source().await.contains(&signing),
-        "the back button showed the signing secret again"
-    );
+    browser
+        .back_after_another_page_shows_no("/panel/webhooks", &signing)
+        .await;
     browser
         .client
         .goto(&app.url("/panel/api-keys"))
